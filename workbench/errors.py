@@ -1,0 +1,44 @@
+"""The one error type users see: a single line naming where, what was expected, and the fix.
+
+Every reader raises :class:`InputError` for bad input. The CLI prints ``str(error)`` and
+exits with code 2; ``--debug`` shows the traceback instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class InputError(Exception):
+    """Bad user input.
+
+    ``where`` is a file, optionally with ``:line`` or ``:line:col`` and/or a key path;
+    ``problem`` says what was found and what was expected; ``fix`` the next step.
+    """
+
+    where: str
+    problem: str
+    fix: str = ""
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.problem}"
+        if self.fix:
+            text += f" ({self.fix})"
+        return text
+
+
+def location(path: Path | str, line: int | None = None, key: str | None = None,
+             column: int | None = None) -> str:
+    """Format ``file[:line[:col]][ key]`` the same way everywhere."""
+    text = str(path)
+    if line is not None:
+        text += f":{line}"
+        if column is not None:
+            text += f":{column}"
+    if key:
+        text += f" [{key}]"
+    return text

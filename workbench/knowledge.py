@@ -1,0 +1,31 @@
+"""Find the three YAML knowledge bases (checklists/, converters/, datasets/).
+
+From a checkout they sit beside the package; an installed wheel carries them inside the
+package as ``workbench/_knowledge/<name>`` (hatchling ``force-include``).
+``WORKBENCH_KNOWLEDGE`` points at another root (a user's own knowledge folders).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import InputError
+
+KNOWLEDGE_BASES = ("checklists", "converters", "datasets")
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def knowledge_dir(name: str) -> Path:
+    """The folder of knowledge base ``name``, searched in override, checkout, wheel order."""
+    if name not in KNOWLEDGE_BASES:
+        raise ValueError(f"unknown knowledge base {name!r}")
+    candidates = []
+    override = os.environ.get("WORKBENCH_KNOWLEDGE")
+    if override:
+        candidates.append(Path(override) / name)
+    candidates += [_PACKAGE_DIR.parent / name, _PACKAGE_DIR / "_knowledge" / name]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise InputError(str(candidates[0]), f"knowledge base '{name}/' not found",
+                     "reinstall workbench or set WORKBENCH_KNOWLEDGE to a folder holding it")
