@@ -1,0 +1,178 @@
+"""Read a Megatron-LM / MindSpeed-LLM config in any of its five forms into a RawConfig.
+
+Forms (auto-detected from content, then suffix): the start-up ``arguments`` block of a
+training log; a launch shell script; a ``--yaml-cfg`` YAML; a flat YAML or JSON of
+arguments; the ``args`` inside a checkpoint (file or directory).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, location
+from ..yamlio import YamlDoc, parse_yaml, read_text
+from .canonical import RawConfig, RawValue
+from .registry import load_framework
+
+_HEAD_BYTES = 200_000
+_YAML_CFG_SECTIONS = ("language_model", "model_parallel")
+
+
+def read_megatron(path: Path | str) -> RawConfig:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "file not found", "check the path of the Megatron config")
+    if path.is_dir() or path.suffix in (".pt", ".pth"):
+        return _from_checkpoint(path)
+    text = read_text(path)
+    from .megatron_log import has_arguments_block
+
+    if has_arguments_block(text[:_HEAD_BYTES]):
+        return _from_log(path)
+    if path.suffix in (".sh", ".bash") or text.startswith("#!") or re.search(r"\b(torchrun|pretrain_\w+\.py)\b", text):
+        if path.suffix not in (".yaml", ".yml", ".json"):
+            return _from_shell(path)
+    if path.suffix == ".json":
+        return _from_flat(path, _parse_json(text, path), {}, "json")
+    if path.suffix in (".yaml", ".yml"):
+        return _from_yaml(parse_yaml(text, path))
+    raise InputError(str(path), "not a Megatron config: expected a launch script, a training log with the "
+                     "'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments or a checkpoint",
+                     "pass one of those as the first argument")
+
+
+# ------------------------------------------------------------------------- argv → args
+def _flag_dest(flag: str, table: dict) -> tuple[str, Any]:
+    special = table.get(flag)
+    if special:
+        return special["dest"], special["value"]
+    return flag[2:].replace("-", "_"), True
+
+
+def argv_to_args(tokens: list, path: Path) -> tuple[dict[str, RawValue], list[str]]:
+    """Turn script argument tokens into ``dest → RawValue``; repeated flags: last wins, noted."""
+    framework = load_framework("megatron")
+    table, multi = framework.get("flags", {}), set(framework.get("multi_value", []))
+    values: dict[str, RawValue] = {}
+    lines: dict[str, int] = {}
+    notes: list[str] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if not token.text.startswith("--"):
+            notes.append(f"line {token.line}: stray argument {token.text!r} ignored")
+            continue
+        flag, _, inline = token.text.partition("=")
+        operands = [] if not inline else [token]
+        while not inline and index < len(tokens) and not tokens[index].text.startswith("--"):
+            operands.append(tokens[index])
+            index += 1
+        dest, bare_value = _flag_dest(flag, table)
+        origin = f"{flag} ({path.name}:{token.line})"
+        if dest in values:
+            notes.append(f"{flag} given more than once (lines {lines[dest]} and {token.line}): the last wins")
+        values[dest], lines[dest] = _operand_value(operands, inline, bare_value, dest in multi, origin, notes), token.line
+    return values, notes
+
+
+def _operand_value(operands: list, inline: str, bare_value: Any, multi: bool, origin: str,
+                   notes: list[str]) -> RawValue:
+    if not operands:
+        return RawValue(bare_value, origin)
+    unresolved = next((op.unresolved for op in operands if op.unresolved), None)
+    texts = [inline] if inline else [op.text for op in operands]
+    if multi:
+        return RawValue(texts, origin, unresolved)
+    if len(texts) > 1:
+        notes.append(f"{origin}: extra values {texts[1:]} ignored")
+    return RawValue(texts[0], origin, unresolved)
+
+
+# ------------------------------------------------------------------------- forms
+def _from_shell(path: Path) -> RawConfig:
+    from .shell_script import parse_launch_script
+
+    command = parse_launch_script(path)
+    values, notes = argv_to_args(command.script_args, path)
+    launcher_values, _ = argv_to_args(command.launcher_args, path)
+    raw = RawConfig("megatron", "shell", path, values, launcher_values, list(command.notes) + notes)
+    _record_environment(raw, read_text(path))
+    return raw
+
+
+def _record_environment(raw: RawConfig, text: str) -> None:
+    names = load_framework("megatron").get("ascend_indicators", {}).get("environment", [])
+    for number, line in enumerate(text.splitlines(), 1):
+        for name in names:
+            if re.match(rf"\s*(export\s+)?{name}=", line):
+                raw.launcher.setdefault(f"env.{name}", RawValue(True, f"{name} ({raw.path.name}:{number})"))
+
+
+def _from_log(path: Path) -> RawConfig:
+    from .megatron_log import read_arguments_block
+
+    block = read_arguments_block(path)
+    values = {name: RawValue(value, f"{name} ({path.name}:{line})") for name, (value, line) in block.items()}
+    return RawConfig("megatron", "log", path, values)
+
+
+def _from_checkpoint(path: Path) -> RawConfig:
+    from .megatron_checkpoint import find_checkpoint_file, read_checkpoint_args
+
+    file = find_checkpoint_file(path)
+    args = read_checkpoint_args(file)
+    values = {name: RawValue(value, f"args.{name} ({file.name})") for name, value in args.items()}
+    return RawConfig("megatron", "checkpoint", file, values)
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(location(path, error.lineno, column=error.colno), f"JSON syntax error: {error.msg}",
+                         "fix the JSON at that line") from None
+
+
+def _from_yaml(doc: YamlDoc) -> RawConfig:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise InputError(str(doc.path), f"expected a mapping of arguments, found {type(data).__name__}",
+                         "pass a --yaml-cfg file or a flat YAML of Megatron arguments")
+    signature = load_framework("mindformers").get("signature", [])
+    if any(doc.has(key) for key in signature):
+        raise InputError(str(doc.path), "this is a MindFormers config (it has " +
+                         next(key for key in signature if doc.has(key)) + "), not a Megatron one",
+                         "pass it as the second argument: workbench checklist MEGATRON MINDFORMERS")
+    if any(isinstance(data.get(section), dict) for section in _YAML_CFG_SECTIONS):
+        return _from_yaml_cfg(doc)
+    return _from_flat(doc.path, data, doc.lines, "flat-yaml")
+
+
+def _from_flat(path: Path, data: Any, lines: dict[str, int], form: str) -> RawConfig:
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"expected a mapping of arguments, found {type(data).__name__}",
+                         "write the arguments as name: value")
+    values, notes = {}, []
+    for key, value in data.items():
+        name = str(key).lstrip("-").replace("-", "_")
+        if isinstance(value, dict):
+            notes.append(f"{key}: nested mapping not interpreted")
+            continue
+        line = lines.get(str(key))
+        values[name] = RawValue(value, f"{key} ({path.name}:{line})" if line else f"{key} ({path.name})")
+    return RawConfig("megatron", form, path, values, notes=notes)
+
+
+def _from_yaml_cfg(doc: YamlDoc) -> RawConfig:
+    aliases = load_framework("megatron").get("yaml_cfg_aliases", {})
+    raw = _from_flat(doc.path, {k: v for k, v in doc.data.items() if k not in _YAML_CFG_SECTIONS}, doc.lines, "yaml-cfg")
+    for section in _YAML_CFG_SECTIONS:
+        for key, value in (doc.data.get(section) or {}).items():
+            raw.values[aliases.get(key, key)] = RawValue(value, doc.where(f"{section}.{key}"))
+    activation = raw.values.get("activation_func")
+    if activation is not None and str(activation.value).lower() == "swiglu" and "swiglu" not in raw.values:
+        raw.values["swiglu"] = RawValue(True, activation.origin)
+    return raw

@@ -1,0 +1,73 @@
+"""Read a MindFormers yaml (legacy LlamaConfig style or ``use_legacy: False``) into a RawConfig.
+
+Every node of the yaml (containers and leaves) is addressable by its dotted path; anchors
+and aliases are resolved by the safe loader, so a value reached through ``*train_dataset``
+reports the line of its anchor.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..yamlio import YamlDoc, load_yaml
+from .canonical import RawConfig, RawValue
+from .registry import load_framework
+
+_MEGATRON_HINTS = ("language_model", "model_parallel", "num_layers", "tensor_model_parallel_size", "num-layers")
+
+
+def read_mindformers(path: Path | str) -> RawConfig:
+    path = Path(path)
+    if path.suffix not in (".yaml", ".yml") and path.exists() and not path.is_dir():
+        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+        if "torchrun" in head or "pretrain_" in head or "arguments" in head:
+            raise InputError(str(path), "this looks like a Megatron launch script or log, not a MindFormers yaml",
+                             "pass it as the first argument: workbench checklist MEGATRON MINDFORMERS")
+    doc = load_yaml(path)
+    _check_is_mindformers(doc)
+    generation = _generation(doc)
+    raw = RawConfig("mindformers", f"mindformers-{generation}", path, generation=generation)
+    _flatten(doc, doc.data, "", raw.values)
+    arch = doc.get("model.arch.type", None)
+    known = load_framework("mindformers").get("legacy_architectures", [])
+    if generation == "legacy" and arch and arch not in known:
+        raw.notes.append(f"model.arch.type {arch}: the CheckList's fixed facts for legacy models are written for "
+                         f"{', '.join(known)}; check values marked 'fixed'")
+    return raw
+
+
+def _check_is_mindformers(doc: YamlDoc) -> None:
+    if not isinstance(doc.data, dict):
+        found = "an empty file" if doc.data is None else type(doc.data).__name__
+        raise InputError(str(doc.path), f"expected a MindFormers yaml mapping, found {found}",
+                         "pass the training yaml (the one given to run_mindformer.py --config)")
+    signature = load_framework("mindformers").get("signature", [])
+    if any(doc.has(key) for key in signature):
+        return
+    if any(key in doc.data for key in _MEGATRON_HINTS):
+        raise InputError(str(doc.path), "this looks like a Megatron config (--yaml-cfg or flat arguments), "
+                         "not a MindFormers yaml", "pass it as the first argument: workbench checklist MEGATRON MINDFORMERS")
+    raise InputError(str(doc.path), f"not a MindFormers config: none of {', '.join(signature)} is present",
+                     "pass the training yaml given to run_mindformer.py --config")
+
+
+def _generation(doc: YamlDoc) -> str:
+    rule = load_framework("mindformers").get("generation", {})
+    value = doc.get(rule.get("key", "use_legacy"), None)
+    if value is None:
+        return "legacy" if rule.get("legacy_when_absent", True) else "mcore"
+    if not isinstance(value, bool):
+        raise InputError(doc.where("use_legacy"), f"expected true or false, found {value!r}", "write use_legacy: False or True")
+    return "legacy" if value else "mcore"
+
+
+def _flatten(doc: YamlDoc, node: Any, prefix: str, out: dict[str, RawValue]) -> None:
+    if prefix:
+        out[prefix[:-1]] = RawValue(node, doc.where(prefix[:-1]))
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _flatten(doc, value, f"{prefix}{key}.", out)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _flatten(doc, value, f"{prefix}{index}.", out)

@@ -1,0 +1,147 @@
+"""RawConfig + registry → TrainingConfig: explicit values, derivations, defaults, provenance."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import CanonicalValue, RawConfig, RawValue, TrainingConfig
+from .registry import MISSING, Registry, SideSpec, SourceRef, load_framework, load_registry
+from .values import convert, map_value
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a derivation returns: a value and the formula (or flag) that produced it."""
+
+    value: Any
+    source: str
+    kind: str = "derived"
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A derivation that cannot conclude: ``settle`` names what would settle it."""
+
+    settle: str
+    source: str = ""
+
+
+class Resolver:
+    """Resolves canonical keys for one side, lazily and memoised (derivations call ``key``)."""
+
+    def __init__(self, raw: RawConfig, registry: Registry, overrides: dict[str, CanonicalValue] | None = None):
+        self.raw = raw
+        self.registry = registry
+        self.framework = raw.framework
+        label = load_framework(raw.framework).get("default_label", raw.framework)
+        self.label = label.get(raw.generation, raw.framework) if isinstance(label, dict) else str(label)
+        self._values: dict[str, CanonicalValue] = dict(overrides or {})
+        self._active: set[str] = set()
+
+    # -- API used by derivations -----------------------------------------------------------
+    def key(self, key: str) -> CanonicalValue:
+        if key not in self._values:
+            if key in self._active:
+                raise RuntimeError(f"derivation cycle through {key}")
+            self._active.add(key)
+            try:
+                self._values[key] = self._resolve(key)
+            finally:
+                self._active.discard(key)
+        return self._values[key]
+
+    def value(self, key: str, default: Any = None) -> Any:
+        item = self.key(key)
+        return item.value if item.known else default
+
+    def arg(self, name: str, kind: str = "any", default: Any = None) -> Any:
+        """A raw argument / yaml path converted to ``kind``; ``default`` when absent or unresolved."""
+        raw = self.raw.lookup(name)
+        if raw is None or raw.unresolved:
+            return default
+        return convert(raw.value, kind, raw.origin)
+
+    def origin(self, name: str) -> str:
+        raw = self.raw.lookup(name)
+        return raw.origin if raw else ""
+
+    # -- resolution -----------------------------------------------------------------------
+    def resolve_all(self) -> dict[str, CanonicalValue]:
+        for key, spec in self.registry.keys.items():
+            if spec.side(self.framework, self.raw.generation) is not None:
+                self.key(key)
+        return {key: self._values[key] for key in self.registry.keys if key in self._values}
+
+    def _resolve(self, key: str) -> CanonicalValue:
+        spec = self.registry[key]
+        side = spec.side(self.framework, self.raw.generation)
+        if side is None:
+            return CanonicalValue(key, None, "unknown", "", f"not available in {self.framework}")
+        if side.fixed is not MISSING:
+            return CanonicalValue(key, convert(side.fixed, spec.type, "keys.yaml"), "fixed", f"fixed: {side.why}")
+        for source in side.sources:
+            raw = self.raw.lookup(source.name)
+            if raw is not None:
+                return self._from_raw(key, spec.type, side, source, raw)
+        if side.derive is not None:
+            result = self._derive(side.derive)
+            if isinstance(result, Derived):
+                value = result.value if result.value is None else convert(result.value, spec.type, result.source)
+                return CanonicalValue(key, value, result.kind, result.source)
+            if isinstance(result, Unknown) and side.default is MISSING:
+                return CanonicalValue(key, None, "unknown", result.source, result.settle)
+        if side.default is not MISSING:
+            return self._default(key, spec.type, side)
+        return CanonicalValue(key, None, "unknown", "", f"set {side.how_to_set(self.framework)}")
+
+    def _from_raw(self, key: str, kind: str, side: SideSpec, source: SourceRef, raw: RawValue) -> CanonicalValue:
+        if raw.unresolved:
+            return CanonicalValue(key, None, "unknown", raw.origin,
+                                  f"${raw.unresolved} is not set where the script is read; give it a value")
+        value = raw.value
+        for value_map in (source.value_map, side.value_map):
+            if value_map is not None:
+                found, mapped = map_value(value, value_map)
+                if not found:
+                    known = ", ".join(str(k) for k in value_map)
+                    return CanonicalValue(key, value, "unknown", raw.origin,
+                                          f"unrecognised value {value!r}; the CheckList knows {known}")
+                value = mapped
+        value = convert(value, kind, raw.origin)
+        if source.negate:
+            value = not value
+        return CanonicalValue(key, value, "set", raw.origin)
+
+    def _default(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
+        default = side.default
+        label = f"default ({self.label})"
+        if isinstance(default, dict) and "by" in default:
+            selector = self.arg(default["by"])
+            values = default.get("values", {})
+            found, chosen = map_value(selector, values) if selector is not None else (False, None)
+            default = chosen if found else default.get("otherwise")
+            if found:
+                label = f"default for {selector} ({self.label})"
+        if side.value_map is not None:  # a default written in the framework's own spelling
+            found, mapped = map_value(default, side.value_map)
+            default = mapped if found else default
+        return CanonicalValue(key, convert(default, kind, "keys.yaml"), "default", label)
+
+    def _derive(self, derive: str | dict) -> Derived | Unknown | None:
+        from .derive import DERIVATIONS
+
+        if isinstance(derive, dict):
+            target = self.key(derive["copy"])
+            if not target.known:
+                return Unknown(target.settle, f"= {derive['copy']}")
+            return Derived(target.value, f"= {derive['copy']} ({target.source})")
+        return DERIVATIONS[derive](self)
+
+
+def resolve(raw: RawConfig, overrides: dict[str, CanonicalValue] | None = None,
+            registry: Registry | None = None, not_interpreted: list[str] | None = None) -> TrainingConfig:
+    """Build the canonical config of one side."""
+    resolver = Resolver(raw, registry or load_registry(), overrides)
+    values = resolver.resolve_all()
+    return TrainingConfig(raw.framework, raw.form, raw.path, values, list(raw.notes),
+                          list(not_interpreted or []), raw.generation)
