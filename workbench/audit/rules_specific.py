@@ -1,0 +1,127 @@
+"""Rules written for one CheckList item each (registered in RULES by name)."""
+from __future__ import annotations
+
+from .rules import MANUAL, PASS, RISK, UNKNOWN, Outcome, equal, fail, fmt, pair_text, rule, same, unknown_outcome
+
+
+def _attention_kind(kv_heads: int, heads: int | None) -> str:
+    if heads is not None and kv_heads == heads:
+        return "MHA"
+    return "MQA" if kv_heads == 1 else f"GQA ({kv_heads} groups)"
+
+
+@rule
+def attention_kind(item, ctx, megatron, mindformers):
+    outcome = equal(item, ctx, megatron, mindformers)
+    if outcome.verdict == UNKNOWN:
+        return outcome
+    kind_m = _attention_kind(megatron[0].value, ctx.megatron.value("model.num_attention_heads"))
+    kind_f = _attention_kind(mindformers[0].value, ctx.mindformers.value("model.num_attention_heads"))
+    outcome.message += f" — Megatron {kind_m}, MindFormers {kind_f}"
+    return outcome
+
+
+@rule
+def vocabulary(item, ctx, megatron, mindformers):
+    padded_m, padded_f = megatron[0], mindformers[0]
+    if unknown := unknown_outcome([padded_m], [padded_f]):
+        return unknown
+    if not same(padded_m.value, padded_f.value):
+        return fail(item, f"padded vocabulary Megatron {padded_m.value} vs MindFormers {padded_f.value}")
+    notes = []
+    for label, raw in (("Megatron", megatron[1]), ("MindFormers", mindformers[1])):
+        if raw.known and raw.value != padded_m.value:
+            notes.append(f"{label} vocabulary {raw.value} is padded to {padded_m.value}: pad the weights "
+                         f"(workbench convert --pad-vocab-to {padded_m.value})")
+    if padded_m.value % 16:
+        return Outcome(RISK, f"both {padded_m.value}, not a multiple of 16 (recommended)" + "; " .join([""] + notes))
+    return Outcome(PASS, f"both {padded_m.value}" + "; ".join([""] + notes))
+
+
+def _dropless(value) -> bool:
+    return value is None or value < 0
+
+
+@rule
+def capacity_factor(item, ctx, megatron, mindformers):
+    if unknown := unknown_outcome(megatron, mindformers):
+        return unknown
+    cf_m, cf_f = megatron[0].value, mindformers[0].value
+    if _dropless(cf_m) and _dropless(cf_f):
+        return Outcome(PASS, "dropless on both sides")
+    if _dropless(cf_m) != _dropless(cf_f):
+        dropless = "Megatron" if _dropless(cf_m) else "MindFormers"
+        return fail(item, f"{dropless} is dropless, the other drops tokens ({pair_text(megatron, mindformers)})")
+    if not same(cf_m, cf_f):
+        return fail(item, pair_text(megatron, mindformers))
+    experts = ctx.mindformers.value("moe.num_experts") or ctx.megatron.value("moe.num_experts")
+    topk = ctx.mindformers.value("moe.router_topk") or ctx.megatron.value("moe.router_topk")
+    upper = experts / topk if experts and topk else None
+    if upper is not None and not 1 <= cf_m <= upper:
+        return Outcome(RISK, f"both {fmt(cf_m)}, outside [1, experts/top-k = {fmt(upper)}] recommended for alignment")
+    return Outcome(PASS, f"both {fmt(cf_m)}")
+
+
+@rule
+def aux_loss(item, ctx, megatron, mindformers):
+    if unknown := unknown_outcome(megatron, mindformers):
+        return unknown
+    if not same(megatron[0].value, mindformers[0].value):
+        return fail(item, pair_text(megatron, mindformers) + "; turn it off (0) on both for alignment")
+    value = megatron[0].value
+    if value >= item.params.get("max", 0.05):
+        return Outcome(RISK, f"both {fmt(value)}: keep it below {fmt(item.params.get('max', 0.05))}, and 0 for alignment")
+    if value > 0:
+        return Outcome(RISK, f"both {fmt(value)}: set 0 for alignment (the printed losses include it differently)")
+    return Outcome(PASS, "off on both sides")
+
+
+@rule
+def softmax_dtype(item, ctx, megatron, mindformers):
+    flash_m = ctx.megatron.value("fused.flash_attention")
+    flash_f = ctx.mindformers.value("fused.flash_attention")
+    if flash_m and flash_f:
+        return Outcome(PASS, "FlashAttention on both sides: the softmax runs inside the fused kernel (fp32 "
+                             "accumulation), so --attention-softmax-in-fp32 / softmax_compute_type do not apply "
+                             f"({pair_text(megatron, mindformers)})")
+    return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def warmup(item, ctx, megatron, mindformers):
+    steps_m, fraction_m = megatron
+    steps_f, fraction_f = mindformers
+    if steps_m.known and steps_f.known:
+        if not same(steps_m.value, steps_f.value):
+            return fail(item, f"warmup Megatron {fmt(steps_m.value)} steps vs MindFormers {fmt(steps_f.value)} steps")
+        return Outcome(PASS, f"both {fmt(steps_m.value)} steps")
+    if fraction_m.known and fraction_f.known:
+        message = (f"warmup fraction Megatron {fmt(fraction_m.value)} (of decay iters) vs MindFormers "
+                   f"{fmt(fraction_f.value)} (of total steps)")
+        return fail(item, message) if not same(fraction_m.value, fraction_f.value) else Outcome(PASS, message)
+    return unknown_outcome([steps_m], [steps_f]) or Outcome(UNKNOWN, "warmup cannot be compared")
+
+
+@rule
+def lr_schedule(item, ctx, megatron, mindformers):
+    from .lr_check import compare_lr_schedules
+
+    return compare_lr_schedules(item, ctx)
+
+
+@rule
+def sft_template(item, ctx, megatron, mindformers):
+    if unknown := unknown_outcome(megatron, mindformers):
+        return unknown
+    if megatron[0].value or mindformers[0].value:
+        return Outcome(MANUAL, item.check)
+    return Outcome(PASS, "pretraining on both sides: no chat template involved")
+
+
+@rule
+def special_tokens(item, ctx, megatron, mindformers):
+    if not any(value.known for value in megatron):
+        named = ", ".join(f"{v.key.rsplit('.', 1)[-1]}={fmt(v.value)}" for v in mindformers if v.known)
+        return Outcome(MANUAL, f"Megatron takes bos/eos/pad from its tokenizer: check the tokenizer given to "
+                               f"--tokenizer-model (tokenizer_config.json) against MindFormers {named or 'defaults'}")
+    return equal(item, ctx, megatron, mindformers)

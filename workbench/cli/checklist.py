@@ -1,0 +1,91 @@
+"""``workbench checklist MEGATRON MINDFORMERS``: audit both configs against the CheckList."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXAMPLES = """examples:
+  workbench checklist checklists/examples/llama_tiny_megatron.sh checklists/examples/llama_tiny_mindformers.yaml
+  workbench checklist pretrain_llama2_7b_ptd.sh pretrain_llama2_7b.yaml --only MISMATCH,RISK
+  workbench checklist train_rank0.log run_llama.yaml --format json --out checklist.json
+  workbench checklist iter_0001000/ run_llama.yaml --format html --out checklist.html --plot-lr lr.png
+  workbench checklist gpt_config.yaml run_qwen3.yaml --hardware cross --strict
+
+MEGATRON is auto-detected: a launch script (MindSpeed multi-line variables or bash arrays),
+a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments,
+or a checkpoint (model_optim_rng.pt, an iter_* folder, or a checkpoint root).
+Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input.
+"""
+FORMATS = ("table", "md", "json", "html")
+SUFFIX_FORMATS = {".md": "md", ".json": "json", ".html": "html", ".htm": "html"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "checklist", help="audit a Megatron config and a MindFormers config against the accuracy CheckList",
+        description="Audit a Megatron-LM / MindSpeed-LLM config and a MindFormers yaml against the accuracy "
+                    "CheckList: every value with where it came from, and a verdict per item.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("megatron", type=Path, help="Megatron config: launch script, log, yaml, json or checkpoint")
+    parser.add_argument("mindformers", type=Path, help="MindFormers training yaml")
+    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
+    parser.add_argument("--out", type=Path, help="write the report to FILE instead of the terminal")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--only", help="comma-separated verdicts to show (e.g. MISMATCH,RISK); JSON is always complete")
+    parser.add_argument("--strict", action="store_true", help="count RISK as failure (exit 1)")
+    parser.add_argument("--hardware", choices=("auto", "same", "cross"), default="auto",
+                        help="same or different hardware on the two sides (default: detected)")
+    parser.add_argument("--plot-lr", type=Path, metavar="FILE.png", help="draw both LR schedules and their difference")
+    parser.set_defaults(run=run)
+
+
+def _only(text: str | None) -> set[str] | None:
+    from ..audit.rules import VERDICTS
+    from ..errors import InputError
+
+    if not text:
+        return None
+    chosen = {part.strip().upper() for part in text.split(",") if part.strip()}
+    if chosen - set(VERDICTS):
+        raise InputError("--only", f"unknown verdict(s) {sorted(chosen - set(VERDICTS))}", f"use {', '.join(VERDICTS)}")
+    return chosen
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..audit.engine import run_checklist
+    from ..report import checklist_render as render
+    from ..report.output import check_writable, write_text_atomic
+
+    output_format = args.format or (SUFFIX_FORMATS.get(args.out.suffix.lower(), "md") if args.out else "table")
+    only = _only(args.only)
+    for target in (args.out, args.plot_lr):
+        if target is not None:
+            check_writable(target, args.force)
+    report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
+    if args.plot_lr is not None:
+        _plot(report, args.plot_lr)
+    if output_format == "table" and args.out is None:
+        render.print_terminal(report, only)
+    else:
+        text = {"md": lambda: render.to_markdown(report, only), "html": lambda: render.to_html(report, only),
+                "json": lambda: render.to_json(report, args.strict),
+                "table": lambda: render.to_markdown(report, only)}[output_format]()
+        if args.out is None:
+            sys.stdout.write(text)
+        else:
+            write_text_atomic(args.out, text)
+            print(f"wrote {args.out}", file=sys.stderr)
+    return report.exit_code(args.strict)
+
+
+def _plot(report, path: Path) -> None:
+    from ..audit.lr_schedule import plot_schedules
+    from ..errors import InputError
+
+    comparison = report.item("lr_schedule").details.get("comparison")
+    if comparison is None:
+        raise InputError("--plot-lr", "the LR schedules could not be simulated: " + report.item("lr_schedule").message,
+                         "settle the UNKNOWN values first")
+    plot_schedules(comparison, path)
+    print(f"wrote {path}", file=sys.stderr)

@@ -1,0 +1,56 @@
+"""``workbench`` entry point: builds the parser from the subcommand modules, handles errors.
+
+Each subcommand module exposes ``register(subparsers)`` and ``run(args) -> int``; bad input
+raises :class:`~workbench.errors.InputError`, printed as one line with exit code 2
+(``--debug`` shows the traceback instead).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .. import __version__
+from ..errors import InputError
+
+SUBCOMMANDS = ("checklist",)
+
+EPILOG = """examples:
+  workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
+  workbench checklist train.log run.yaml --format md --out checklist.md
+  workbench checklist --help
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Accuracy alignment of Megatron-LM / MindSpeed-LLM (PyTorch) and MindFormers (MindSpore) runs.")
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"{__package__}.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except InputError as error:
+        if args.debug:
+            raise
+        print(f"workbench: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("workbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
