@@ -72,6 +72,9 @@ def parse_yaml(text: str, path: Path) -> YamlDoc:
     """Parse YAML text; syntax errors become one-line errors with line and column."""
     try:
         node = yaml.compose(text, Loader=_Loader)
+        lines: dict[str, int] = {}
+        if node is not None:  # before construction: it flattens merge keys in place
+            _record_lines(node, "", lines, set())
         data = yaml.SafeLoader("").construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -82,10 +85,6 @@ def parse_yaml(text: str, path: Path) -> YamlDoc:
                          "fix the YAML at that line") from None
     except yaml.YAMLError as error:
         raise InputError(str(path), f"YAML error: {error}", "fix the YAML") from None
-    if node is None:
-        return YamlDoc(Path(path), None, {})
-    lines: dict[str, int] = {}
-    _record_lines(node, "", lines, set())
     return YamlDoc(Path(path), data, lines)
 
 
@@ -100,15 +99,16 @@ def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int], active: s
         return
     active.add(id(node))
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
+        merges = []
+        for key_node, value_node in node.value:  # explicit keys first: they override merged ones
             if key_node.tag == "tag:yaml.org,2002:merge":
-                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in merged:
-                    _record_lines(source, prefix, lines, active)
+                merges += value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 continue
             path = f"{prefix}{key_node.value}"
             lines.setdefault(path, key_node.start_mark.line + 1)
             _record_lines(value_node, path + ".", lines, active)
+        for source in merges:
+            _record_lines(source, prefix, lines, active)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             path = f"{prefix}{index}"

@@ -26,14 +26,13 @@ near 1e-7 relative.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from workbench.errors import InputError
+from workbench.report.output import atomic_path
 
 _MEGATRON_STYLES = {"constant": "constant", "linear": "linear", "cosine": "cosine",
                     "inverse-square-root": "inverse-square-root", "wsd": "WSD"}
@@ -308,11 +307,5 @@ def plot_schedules(c: ScheduleComparison, path) -> None:
     bottom.set_ylabel("relative difference")
     bottom.set_xlabel("optimizer update")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=(path.suffix.lstrip(".") or "png"), dpi=110)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(path) as temporary:
+        fig.savefig(temporary, format=(path.suffix.lstrip(".") or "png"), dpi=110)

@@ -174,10 +174,12 @@ def _world_size(r: Resolver) -> tuple[int | None, str]:
         return r.arg("world_size", "int"), r.origin("world_size")
     per_node = r.raw.launcher.get("nproc_per_node")
     nodes = r.raw.launcher.get("nnodes")
-    if per_node is None or per_node.unresolved or (nodes is not None and nodes.unresolved):
+    node_text = "1" if nodes is None or nodes.unresolved else str(nodes.value)
+    if per_node is None or per_node.unresolved or nodes is not None and nodes.unresolved:
         return None, ""
-    node_count = int(nodes.value) if nodes is not None else 1
-    return int(per_node.value) * node_count, f"torchrun {per_node.value}×{node_count} ({per_node.origin})"
+    if not str(per_node.value).isdigit() or not node_text.isdigit():  # elastic 'MIN:MAX', '--nproc_per_node gpu'
+        return None, ""
+    return int(per_node.value) * int(node_text), f"torchrun {per_node.value}×{node_text} ({per_node.origin})"
 
 
 @derivation
@@ -264,12 +266,17 @@ def megatron_warmup_steps(r: Resolver) -> Derived | Unknown:
     return Derived(0, "default: no warmup (--lr-warmup-iters 0)", "default")
 
 
+def warmup_over(r: Resolver, denominator_key: str, label: str, settle: str) -> Derived | Unknown:
+    """Warmup as a fraction of ``denominator_key`` (Megatron: decay steps; MindFormers: total steps)."""
+    warmup, denominator = r.key("lr.warmup_steps"), r.key(denominator_key)
+    if not (warmup.known and denominator.known) or not denominator.value:
+        return Unknown(settle)
+    return Derived(warmup.value / denominator.value, f"warmup {warmup.value} / {label} {denominator.value}")
+
+
 @derivation
 def megatron_warmup_fraction(r: Resolver) -> Derived | Unknown:
-    warmup, decay = r.key("lr.warmup_steps"), r.key("lr.decay_steps")
-    if not (warmup.known and decay.known) or not decay.value:
-        return Unknown("--lr-warmup-fraction or --lr-warmup-iters with --train-iters")
-    return Derived(warmup.value / decay.value, f"warmup {warmup.value} / decay steps {decay.value}")
+    return warmup_over(r, "lr.decay_steps", "decay steps", "--lr-warmup-fraction or --lr-warmup-iters with --train-iters")
 
 
 from . import derive_mindformers  # noqa: E402,F401  (registers the MindFormers derivations)

@@ -1,7 +1,7 @@
 """MindFormers derivations (legacy LlamaConfig and mcore-style), registered in DERIVATIONS."""
 from __future__ import annotations
 
-from .derive import Derived, Resolver, Unknown, _need, derivation
+from .derive import Derived, Resolver, Unknown, _need, derivation, warmup_over
 
 MC = "model.model_config."
 
@@ -93,10 +93,7 @@ def mindformers_warmup_steps(r: Resolver) -> Derived | Unknown:
 
 @derivation
 def mindformers_warmup_fraction(r: Resolver) -> Derived | Unknown:
-    warmup, total = r.key("lr.warmup_steps"), r.key("train.steps")
-    if not (warmup.known and total.known) or not total.value:
-        return Unknown("lr_schedule.warmup_ratio or warmup_steps with total_steps")
-    return Derived(warmup.value / total.value, f"warmup {warmup.value} / total_steps {total.value}")
+    return warmup_over(r, "train.steps", "total_steps", "lr_schedule.warmup_ratio or warmup_steps with total_steps")
 
 
 @derivation

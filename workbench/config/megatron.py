@@ -155,15 +155,27 @@ def _from_flat(path: Path, data: Any, lines: dict[str, int], form: str) -> RawCo
     if not isinstance(data, dict):
         raise InputError(str(path), f"expected a mapping of arguments, found {type(data).__name__}",
                          "write the arguments as name: value")
+    table = load_framework("megatron").get("flags", {})
     values, notes = {}, []
     for key, value in data.items():
-        name = str(key).lstrip("-").replace("-", "_")
         if isinstance(value, dict):
             notes.append(f"{key}: nested mapping not interpreted")
             continue
+        name, value = _flat_entry(str(key), value, table)
         line = lines.get(str(key))
         values[name] = RawValue(value, f"{key} ({path.name}:{line})" if line else f"{key} ({path.name})")
     return RawConfig("megatron", form, path, values, notes=notes)
+
+
+def _flat_entry(key: str, value: Any, table: dict) -> tuple[str, Any]:
+    """``--disable-bias-linear: true`` means the flag: apply the flag table like on a command line."""
+    flag = "--" + key.lstrip("-").replace("_", "-")
+    special = table.get(flag)
+    if special is None:
+        return key.lstrip("-").replace("-", "_"), value
+    if isinstance(value, bool) and isinstance(special["value"], bool):
+        return special["dest"], special["value"] if value else not special["value"]
+    return special["dest"], value
 
 
 def _from_yaml_cfg(doc: YamlDoc) -> RawConfig:
@@ -172,7 +184,12 @@ def _from_yaml_cfg(doc: YamlDoc) -> RawConfig:
     for section in _YAML_CFG_SECTIONS:
         for key, value in (doc.data.get(section) or {}).items():
             raw.values[aliases.get(key, key)] = RawValue(value, doc.where(f"{section}.{key}"))
+    # yaml_arguments.py builds the MLP from language_model.activation_func (+ gated_linear_unit),
+    # whatever a top-level `swiglu:` says.
     activation = raw.values.get("activation_func")
-    if activation is not None and str(activation.value).lower() == "swiglu" and "swiglu" not in raw.values:
-        raw.values["swiglu"] = RawValue(True, activation.origin)
+    if activation is not None and activation.value is not None:
+        gated = bool(raw.values.get("gated_linear_unit", RawValue(False, "")).value)
+        name = str(activation.value).lower()
+        raw.values["swiglu"] = RawValue(name == "swiglu" or (gated and name == "silu"), activation.origin)
+        raw.values["squared_relu"] = RawValue(name in ("squaredrelu", "squared_relu"), activation.origin)
     return raw
