@@ -67,8 +67,11 @@ def megatron_padded_vocab_size(r: Resolver) -> Derived | Unknown:
     vocab = r.key("model.vocab_size")
     if not vocab.known:
         return Unknown("--vocab-size or --padded-vocab-size (otherwise the tokenizer decides the vocabulary)")
-    divisor = r.value("model.make_vocab_size_divisible_by", 128)
-    tensor_parallel = r.value("parallel.tensor", 1)
+    missing = _need(r, "model.make_vocab_size_divisible_by", "parallel.tensor")
+    if missing:
+        return missing
+    divisor = r.value("model.make_vocab_size_divisible_by")
+    tensor_parallel = r.value("parallel.tensor")
     multiple = divisor * tensor_parallel
     padded = math.ceil(vocab.value / multiple) * multiple
     return Derived(padded, f"ceil({vocab.value}/({divisor}·TP {tensor_parallel}))·{multiple}")
@@ -189,14 +192,20 @@ def megatron_data_parallel(r: Resolver) -> Derived | Unknown:
     world, origin = _world_size(r)
     if world is None:
         return Unknown("torchrun --nproc_per_node and --nnodes (the world size)")
-    model_parallel = r.value("parallel.tensor", 1) * r.value("parallel.pipeline", 1) * r.value("parallel.context", 1)
+    missing = _need(r, "parallel.tensor", "parallel.pipeline", "parallel.context")
+    if missing:
+        return missing
+    model_parallel = r.value("parallel.tensor") * r.value("parallel.pipeline") * r.value("parallel.context")
     return Derived(world // model_parallel, f"world {world} / (TP·PP·CP {model_parallel}); world from {origin}")
 
 
 @derivation
 def megatron_sequence_parallel(r: Resolver) -> Derived | Unknown:
     requested = r.arg("sequence_parallel", "bool", False)
-    if requested and r.value("parallel.tensor", 1) == 1:
+    missing = _need(r, "parallel.tensor") if requested else None
+    if missing:
+        return missing
+    if requested and r.value("parallel.tensor") == 1:
         return Derived(False, f"{r.origin('sequence_parallel')} is switched off by Megatron at TP=1")
     return Derived(requested, r.origin("sequence_parallel") or "default: off", "set" if requested else "default")
 
@@ -244,7 +253,7 @@ def megatron_decay_steps(r: Resolver) -> Derived | Unknown:
         return Derived(steps, formula)
     train = r.key("train.steps")
     if not train.known:
-        return Unknown("--lr-decay-iters or --train-iters")
+        return Unknown(f"--lr-decay-iters or --train-iters ({train.settle})")
     return Derived(train.value, f"= train iters ({train.source}) when --lr-decay-iters is unset")
 
 

@@ -26,6 +26,14 @@ class Unknown:
     source: str = ""
 
 
+class UnresolvedArg(Exception):
+    """A derivation read an argument whose shell variable could not be resolved."""
+
+    def __init__(self, raw: RawValue):
+        super().__init__(raw.origin)
+        self.raw = raw
+
+
 class Resolver:
     """Resolves canonical keys for one side, lazily and memoised (derivations call ``key``)."""
 
@@ -57,8 +65,10 @@ class Resolver:
     def arg(self, name: str, kind: str = "any", default: Any = None) -> Any:
         """A raw argument / yaml path converted to ``kind``; ``default`` when absent or unresolved."""
         raw = self.raw.lookup(name)
-        if raw is None or raw.unresolved:
+        if raw is None:
             return default
+        if raw.unresolved:
+            raise UnresolvedArg(raw)
         return convert(raw.value, kind, raw.origin)
 
     def origin(self, name: str) -> str:
@@ -84,7 +94,10 @@ class Resolver:
             if raw is not None:
                 return self._from_raw(key, spec.type, side, source, raw)
         if side.derive is not None:
-            result = self._derive(side.derive)
+            try:
+                result = self._derive(side.derive)
+            except UnresolvedArg as error:
+                return CanonicalValue(key, None, "unknown", error.raw.origin, _unresolved_settle(error.raw))
             if isinstance(result, Derived):
                 value = result.value if result.value is None else convert(result.value, spec.type, result.source)
                 return CanonicalValue(key, value, result.kind, result.source)
@@ -96,8 +109,7 @@ class Resolver:
 
     def _from_raw(self, key: str, kind: str, side: SideSpec, source: SourceRef, raw: RawValue) -> CanonicalValue:
         if raw.unresolved:
-            return CanonicalValue(key, None, "unknown", raw.origin,
-                                  f"${raw.unresolved} is not set where the script is read; give it a value")
+            return CanonicalValue(key, None, "unknown", raw.origin, _unresolved_settle(raw))
         value = raw.value
         for value_map in (source.value_map, side.value_map):
             if value_map is not None:
@@ -136,6 +148,10 @@ class Resolver:
                 return Unknown(target.settle, f"= {derive['copy']}")
             return Derived(target.value, f"= {derive['copy']} ({target.source})")
         return DERIVATIONS[derive](self)
+
+
+def _unresolved_settle(raw: RawValue) -> str:
+    return f"${raw.unresolved} is not set where the script is read; give it a value"
 
 
 def resolve(raw: RawConfig, overrides: dict[str, CanonicalValue] | None = None,
