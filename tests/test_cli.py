@@ -73,6 +73,25 @@ def test_bad_input_is_one_line_exit_two(args, needle):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.stderr
 
 
+def test_neither_framework_says_what_was_detected(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\nworld\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("foo: 1\nbar: {a: 2}\n")
+    first = workbench("checklist", notes, EXAMPLE_MINDFORMERS)
+    assert first.returncode == 2 and "detected a text file of 2 lines" in first.stderr
+    second = workbench("checklist", EXAMPLE_MEGATRON, other)
+    assert second.returncode == 2 and "top-level keys foo, bar" in second.stderr
+
+
+def test_unresolved_variable_becomes_unknown_naming_it(tmp_path):
+    script = tmp_path / "m.sh"
+    script.write_text(EXAMPLE_MEGATRON.read_text().replace("--lr 1.0e-3", "--lr ${LR}"))
+    result = workbench("checklist", script, EXAMPLE_MINDFORMERS, "--format", "json")
+    item = next(i for i in json.loads(result.stdout)["items"] if i["id"] == "learning_rate")
+    assert item["verdict"] == "UNKNOWN" and "$LR" in item["message"]
+
+
 def test_yaml_syntax_error_names_line_and_column(tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("model:\n  model_config:\n    hidden_size: [64\n    num_layers: 2\n")

@@ -38,9 +38,18 @@ def read_megatron(path: Path | str) -> RawConfig:
         return _from_flat(path, _parse_json(text, path), {}, "json")
     if path.suffix in (".yaml", ".yml"):
         return _from_yaml(parse_yaml(text, path))
-    raise InputError(str(path), "not a Megatron config: expected a launch script, a training log with the "
-                     "'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments or a checkpoint",
-                     "pass one of those as the first argument")
+    raise InputError(str(path), f"not a Megatron config (detected {_describe(text)}): expected a launch script, "
+                     "a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments "
+                     "or a checkpoint", "pass one of those as the first argument")
+
+
+def _describe(text: str) -> str:
+    lines = text.splitlines()
+    if not text.strip():
+        return "an empty file"
+    if "iteration" in text and "lm loss" in text:
+        return f"a training log of {len(lines)} lines without the start-up 'arguments' block"
+    return f"a text file of {len(lines)} lines with no training-script launch and no 'arguments' block"
 
 
 # ------------------------------------------------------------------------- argv → args

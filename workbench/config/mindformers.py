@@ -48,7 +48,9 @@ def _check_is_mindformers(doc: YamlDoc) -> None:
     if any(key in doc.data for key in _MEGATRON_HINTS):
         raise InputError(str(doc.path), "this looks like a Megatron config (--yaml-cfg or flat arguments), "
                          "not a MindFormers yaml", "pass it as the first argument: workbench checklist MEGATRON MINDFORMERS")
-    raise InputError(str(doc.path), f"not a MindFormers config: none of {', '.join(signature)} is present",
+    top = ", ".join(list(map(str, doc.data))[:6])
+    raise InputError(str(doc.path), f"not a MindFormers config (detected a YAML mapping with top-level keys "
+                     f"{top}): none of {', '.join(signature)} is present",
                      "pass the training yaml given to run_mindformer.py --config")
 
 
