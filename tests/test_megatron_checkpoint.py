@@ -91,10 +91,9 @@ def test_reading_needs_neither_torch_nor_megatron(torch, tmp_path):
 
 
 def test_tensors_become_stubs_without_reading_data(torch, tmp_path):
-    from workbench.config import megatron_checkpoint as mc
     path = tmp_path / "model_optim_rng.pt"
     torch.save({"args": argparse.Namespace(w=torch.ones(2, 3, dtype=torch.float16))}, path)
-    assert mc.read_checkpoint_args(path) == {"w": TensorStub((2, 3), "torch.float16")}
+    assert read_checkpoint_args(path) == {"w": TensorStub((2, 3), "torch.float16")}
 
 
 def test_malicious_pickle_is_refused_and_not_run(torch, tmp_path):

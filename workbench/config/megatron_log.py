@@ -21,8 +21,8 @@ from pathlib import Path
 
 from workbench.errors import InputError, location
 
-_HEADER = re.compile(r"-{8,} arguments -{8,}")
-_END = re.compile(r"-{8,} end of arguments -{8,}")
+_HEADER = re.compile(r"(?<!-)-{8,} arguments -{8,}")   # (?<!-): linear on long dash runs
+_END = re.compile(r"(?<!-)-{8,} end of arguments -{8,}")
 _RANK_TAG = re.compile(r"\[(?:rank|default)\d+\]")
 _BODY = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) (\.*)(?: (.*))?\Z")
 _ANYWHERE = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*) (\.+)(?: (.*))?\Z")
