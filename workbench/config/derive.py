@@ -1,8 +1,9 @@
 """Named derivations: how each framework computes a value the config does not state.
 
 Each function takes the side's :class:`~workbench.config.resolve.Resolver` and returns
-``Derived(value, formula)``, or ``Unknown(settle)`` when an input is missing. Keys name them
-in ``checklists/keys.yaml`` (``derive: NAME``). Facts: DESIGN.md §3.
+``Derived(value, formula)`` or ``Unknown(settle)``. ``r.need(*keys)`` returns known inputs and
+otherwise ends the derivation as unknown, naming what would settle it. Keys name the
+functions in ``checklists/keys.yaml`` (``derive: NAME``). Facts: DESIGN.md §3.
 """
 from __future__ import annotations
 
@@ -19,21 +20,10 @@ def derivation(function: Callable[[Resolver], Derived | Unknown]) -> Callable[[R
     return function
 
 
-def _need(resolver: Resolver, *keys: str) -> Unknown | None:
-    for key in keys:
-        item = resolver.key(key)
-        if not item.known:
-            return Unknown(item.settle, f"needs {key}")
-    return None
-
-
 # ------------------------------------------------------------------------- shared
 @derivation
 def head_dim(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "model.hidden_size", "model.num_attention_heads")
-    if missing:
-        return missing
-    hidden, heads = r.value("model.hidden_size"), r.value("model.num_attention_heads")
+    hidden, heads = r.need("model.hidden_size", "model.num_attention_heads")
     return Derived(hidden // heads, f"hidden_size / heads = {hidden} / {heads}")
 
 
@@ -44,19 +34,13 @@ def megatron_kv_heads(r: Resolver) -> Derived | Unknown:
         groups = r.arg("num_query_groups", "int", 1)
         return Derived(groups, r.origin("num_query_groups") or "--num-query-groups default 1 with --group-query-attention",
                        "set" if r.origin("num_query_groups") else "default")
-    missing = _need(r, "model.num_attention_heads")
-    if missing:
-        return missing
-    return Derived(r.value("model.num_attention_heads"),
+    return Derived(r.need("model.num_attention_heads"),
                    "= num_attention_heads (no --group-query-attention: --num-query-groups is ignored)")
 
 
 @derivation
 def megatron_ffn_hidden_size(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "model.hidden_size")
-    if missing:
-        return missing
-    hidden = r.value("model.hidden_size")
+    hidden = r.need("model.hidden_size")
     if r.arg("swiglu", "bool", False):
         return Derived(int((4 * hidden * 2 / 3) / 64) * 64, f"int((4·{hidden}·2/3)/64)·64 (--swiglu)")
     return Derived(4 * hidden, f"4·hidden_size = 4·{hidden}")
@@ -67,11 +51,7 @@ def megatron_padded_vocab_size(r: Resolver) -> Derived | Unknown:
     vocab = r.key("model.vocab_size")
     if not vocab.known:
         return Unknown("--vocab-size or --padded-vocab-size (otherwise the tokenizer decides the vocabulary)")
-    missing = _need(r, "model.make_vocab_size_divisible_by", "parallel.tensor")
-    if missing:
-        return missing
-    divisor = r.value("model.make_vocab_size_divisible_by")
-    tensor_parallel = r.value("parallel.tensor")
+    divisor, tensor_parallel = r.need("model.make_vocab_size_divisible_by", "parallel.tensor")
     multiple = divisor * tensor_parallel
     padded = math.ceil(vocab.value / multiple) * multiple
     return Derived(padded, f"ceil({vocab.value}/({divisor}·TP {tensor_parallel}))·{multiple}")
@@ -192,39 +172,28 @@ def megatron_data_parallel(r: Resolver) -> Derived | Unknown:
     world, origin = _world_size(r)
     if world is None:
         return Unknown("torchrun --nproc_per_node and --nnodes (the world size)")
-    missing = _need(r, "parallel.tensor", "parallel.pipeline", "parallel.context")
-    if missing:
-        return missing
-    model_parallel = r.value("parallel.tensor") * r.value("parallel.pipeline") * r.value("parallel.context")
+    tensor, pipeline, context = r.need("parallel.tensor", "parallel.pipeline", "parallel.context")
+    model_parallel = tensor * pipeline * context
     return Derived(world // model_parallel, f"world {world} / (TP·PP·CP {model_parallel}); world from {origin}")
 
 
 @derivation
 def megatron_sequence_parallel(r: Resolver) -> Derived | Unknown:
     requested = r.arg("sequence_parallel", "bool", False)
-    missing = _need(r, "parallel.tensor") if requested else None
-    if missing:
-        return missing
-    if requested and r.value("parallel.tensor") == 1:
+    if requested and r.need("parallel.tensor") == 1:
         return Derived(False, f"{r.origin('sequence_parallel')} is switched off by Megatron at TP=1")
     return Derived(requested, r.origin("sequence_parallel") or "default: off", "set" if requested else "default")
 
 
 @derivation
 def megatron_global_batch_size(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "train.micro_batch_size", "parallel.data")
-    if missing:
-        return missing
-    micro, data = r.value("train.micro_batch_size"), r.value("parallel.data")
+    micro, data = r.need("train.micro_batch_size", "parallel.data")
     return Derived(micro * data, f"micro_batch_size·DP = {micro}·{data} (no --global-batch-size)")
 
 
 @derivation
 def megatron_micro_batches(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "train.global_batch_size", "train.micro_batch_size", "parallel.data")
-    if missing:
-        return missing
-    total, micro, data = (r.value(k) for k in ("train.global_batch_size", "train.micro_batch_size", "parallel.data"))
+    total, micro, data = r.need("train.global_batch_size", "train.micro_batch_size", "parallel.data")
     return Derived(total // (micro * data), f"GBS/(MBS·DP) = {total}/({micro}·{data})")
 
 

@@ -1,7 +1,7 @@
 """MindFormers derivations (legacy LlamaConfig and mcore-style), registered in DERIVATIONS."""
 from __future__ import annotations
 
-from .derive import Derived, Resolver, Unknown, _need, derivation, warmup_over
+from .derive import Derived, Resolver, Unknown, derivation, warmup_over
 
 MC = "model.model_config."
 
@@ -9,10 +9,7 @@ MC = "model.model_config."
 @derivation
 def mindformers_legacy_ffn_hidden_size(r: Resolver) -> Derived | Unknown:
     """LlamaFeedForward: 4h, × (ffn_dim_multiplier+0.01), × 2/3, rounded up to multiple_of."""
-    missing = _need(r, "model.hidden_size")
-    if missing:
-        return missing
-    hidden = r.value("model.hidden_size")
+    hidden = r.need("model.hidden_size")
     multiple_of = r.arg(MC + "multiple_of", "int", 256)
     multiplier = r.arg(MC + "ffn_dim_multiplier", "float")
     hidden_dim = 4 * hidden
@@ -98,10 +95,7 @@ def mindformers_warmup_fraction(r: Resolver) -> Derived | Unknown:
 
 @derivation
 def mindformers_decay_steps(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "train.steps", "lr.warmup_steps")
-    if missing:
-        return missing
-    total, warmup = r.value("train.steps"), r.value("lr.warmup_steps")
+    total, warmup = r.need("train.steps", "lr.warmup_steps")
     return Derived(total - warmup, f"total_steps {total} − warmup {warmup}")
 
 
@@ -121,10 +115,7 @@ def mindformers_micro_batches(r: Resolver) -> Derived | Unknown:
 
 @derivation
 def mindformers_global_batch_size(r: Resolver) -> Derived | Unknown:
-    missing = _need(r, "train.micro_batch_size", "parallel.data")
-    if missing:
-        return missing
-    batch, data = r.value("train.micro_batch_size"), r.value("parallel.data")
+    batch, data = r.need("train.micro_batch_size", "parallel.data")
     interleave = r.value("parallel.micro_batch_interleave", 1)
     micro, micro_formula = _micro_batches(r)
     total = batch * data * micro * interleave

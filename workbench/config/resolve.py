@@ -34,6 +34,14 @@ class UnresolvedArg(Exception):
         self.raw = raw
 
 
+class NeedsInput(Exception):
+    """A derivation's input is unknown: the derived value is unknown too (``unknown`` says why)."""
+
+    def __init__(self, unknown: Unknown):
+        super().__init__(unknown.settle)
+        self.unknown = unknown
+
+
 class Resolver:
     """Resolves canonical keys for one side, lazily and memoised (derivations call ``key``)."""
 
@@ -57,6 +65,16 @@ class Resolver:
             finally:
                 self._active.discard(key)
         return self._values[key]
+
+    def need(self, *keys: str) -> Any:
+        """The values of canonical ``keys`` (one value for one key); NeedsInput if any is unknown."""
+        values = []
+        for key in keys:
+            item = self.key(key)
+            if not item.known:
+                raise NeedsInput(Unknown(item.settle, f"needs {key}"))
+            values.append(item.value)
+        return values[0] if len(values) == 1 else tuple(values)
 
     def value(self, key: str, default: Any = None) -> Any:
         item = self.key(key)
@@ -98,6 +116,8 @@ class Resolver:
                 result = self._derive(side.derive)
             except UnresolvedArg as error:
                 return CanonicalValue(key, None, "unknown", error.raw.origin, _unresolved_settle(error.raw))
+            except NeedsInput as error:
+                result = error.unknown
             if isinstance(result, Derived):
                 value = result.value if result.value is None else convert(result.value, spec.type, result.source)
                 return CanonicalValue(key, value, result.kind, result.source)
