@@ -91,7 +91,8 @@ def _fix(item: Item, megatron: TrainingConfig, mindformers: TrainingConfig) -> d
             spec = registry[key].side(side, config.generation)
             if spec is not None and spec.fixed is MISSING and spec.how_to_set(side):
                 texts.append(spec.how_to_set(side))
-        fixes[side] = " / ".join(dict.fromkeys(texts))
+        parts = [part.strip() for text in texts for part in text.split(" / ")]
+        fixes[side] = " / ".join(dict.fromkeys(parts))
     return fixes
 
 

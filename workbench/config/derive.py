@@ -234,7 +234,7 @@ def megatron_warmup_steps(r: Resolver) -> Derived | Unknown:
         if not decay.known:
             return Unknown(decay.settle)
         steps = fraction * decay.value
-        return Derived(steps, f"--lr-warmup-fraction {fraction} × decay steps {decay.value}")
+        return Derived(steps, f"--lr-warmup-fraction {fraction:g} × decay steps {decay.value:g}")
     if r.raw.lookup("lr_warmup_samples") is not None and r.arg("lr_warmup_samples", "int"):
         steps, formula = _per_batch(r, "lr_warmup_samples")
         if steps is not None:
