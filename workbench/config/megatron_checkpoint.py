@@ -266,8 +266,8 @@ def read_checkpoint_args(path: Path | str) -> dict[str, object]:
             legacy = handle.read(1) == b"\x80"
         problem = ("legacy torch<1.6 serialization (not a zip archive): its args cannot be read "
                    "without unpickling everything" if legacy else "not a torch.save checkpoint (not a zip archive)")
-        raise InputError(where, problem, "re-save it with torch>=1.6 where you trust the file "
-                         "(torch.save(torch.load(f, weights_only=False), new_f)), or pass the training log")
+        raise InputError(where, problem, "pass the training log or launch script instead, or re-save the "
+                         "checkpoint with torch>=1.6 on a machine where you trust it")
     try:
         with zipfile.ZipFile(file) as archive, archive.open(_data_pkl(archive)) as handle:
             state = _Unpickler(handle, where).load()
