@@ -1,0 +1,342 @@
+"""A tiny Megatron-core-style GPT (local spec, no Transformer Engine) on CPU.
+
+It implements ``workbench.reference.config.MATH`` exactly, with Megatron-core parameter
+names and fused layouts, so that the workbench can be exercised against a "Megatron"
+side without a GPU. Parameter names (``model.named_parameters()`` order follows
+Megatron's module registration order, e.g. ``linear_proj`` before ``linear_qkv``)::
+
+    embedding.word_embeddings.weight                                  [V, h]
+    decoder.layers.{i}.input_layernorm.weight                         [h]
+    decoder.layers.{i}.self_attention.linear_proj.weight              [h, nh*d]
+    decoder.layers.{i}.self_attention.linear_qkv.weight (+ .bias)     [ng*(nh/ng+2)*d, h]
+    decoder.layers.{i}.self_attention.q_layernorm/k_layernorm.weight  [d]   (qk_norm)
+    decoder.layers.{i}.pre_mlp_layernorm.weight                       [h]
+    decoder.layers.{i}.mlp.linear_fc1.weight / linear_fc2.weight      [2F, h] / [h, F]
+      MoE: mlp.router.weight [E, h], mlp.experts.local_experts.{j}.linear_fc1/2.weight,
+           mlp.shared_experts.linear_fc1/2.weight (shared_expert_size)
+    decoder.final_layernorm.weight                                    [h]
+    output_layer.weight                                               [V, h]
+
+Dtypes (``PrecisionConfig``): params stored in ``param_dtype``; matmuls in ``compute_dtype``;
+RMSNorm in ``norm_dtype``; softmax in ``softmax_dtype`` (the 1/sqrt(d) scale is applied in
+compute dtype before the cast, as Megatron's local path); RoPE frequencies fp32, cos/sin
+evaluated in ``rotary_dtype`` then cast to compute dtype (Megatron ``apply_rotary_pos_emb``);
+residual stream in ``residual_dtype``; router logits, top-k softmax and MoE combine fp32;
+logits returned fp32. ``embedding_dtype`` (MindFormers only) is unused: the gathered rows
+(param dtype) are cast to the residual dtype.
+
+The layout transforms work on numpy arrays and torch tensors alike (reshape, slice, concat).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig, PrecisionConfig
+
+TORCH_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
+                "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``"fp32" | "fp16" | "bf16"`` (or the long spellings) to a torch dtype."""
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype {name!r} is not one of {sorted(TORCH_DTYPES)}") from None
+
+
+# --- named layout transforms (reused by weight conversion) ------------------------------
+def _concat(parts: list, axis: int):
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts, axis=axis)
+    return torch.cat(parts, dim=axis)
+
+
+def split_grouped_qkv(weight, num_heads: int, num_groups: int, head_dim: int):
+    """Megatron ``linear_qkv`` (weight [rows, h] or bias [rows]) -> ``(q, k, v)``.
+
+    Rows are grouped per query group g (ng groups, nh/ng query heads each)::
+
+        row block  |<-- (nh/ng)*d rows -->|<- d ->|<- d ->|
+        group 0    | q_0 q_1 .. q_(nh/ng-1) |  k_0  |  v_0  |
+        group 1    | q_(nh/ng) ..           |  k_1  |  v_1  |
+        ...        |                        |       |       |
+        group ng-1 | .. q_(nh-1)            | k_ng-1| v_ng-1|
+
+    Returns q [nh*d, ...] (heads in order), k [ng*d, ...], v [ng*d, ...].
+    """
+    per_group = num_heads // num_groups
+    rest = tuple(weight.shape[1:])
+    grouped = weight.reshape(num_groups, (per_group + 2) * head_dim, *rest)
+    q_rows, k_end = per_group * head_dim, (per_group + 1) * head_dim
+    q = grouped[:, :q_rows].reshape(num_heads * head_dim, *rest)
+    k = grouped[:, q_rows:k_end].reshape(num_groups * head_dim, *rest)
+    v = grouped[:, k_end:].reshape(num_groups * head_dim, *rest)
+    return q, k, v
+
+
+def fuse_grouped_qkv(q, k, v, num_heads: int, num_groups: int, head_dim: int):
+    """Inverse of :func:`split_grouped_qkv`: ``cat([q.view(ng, nh/ng*d, ...), k.view(ng, d, ...),
+    v.view(ng, d, ...)], dim=1).reshape(-1, ...)`` (layout sketch in ``split_grouped_qkv``)."""
+    per_group = num_heads // num_groups
+    rest = tuple(q.shape[1:])
+    parts = [q.reshape(num_groups, per_group * head_dim, *rest), k.reshape(num_groups, head_dim, *rest),
+             v.reshape(num_groups, head_dim, *rest)]
+    return _concat(parts, 1).reshape(num_groups * (per_group + 2) * head_dim, *rest)
+
+
+def split_gate_up(weight):
+    """Megatron ``linear_fc1`` [2F, h] -> ``(gate [F, h], up [F, h])``; two plain blocks::
+
+        rows 0 .. F-1   | gate (w1 / gate_proj) |
+        rows F .. 2F-1  | up   (w3 / up_proj)   |
+    """
+    half = weight.shape[0] // 2
+    return weight[:half], weight[half:]
+
+
+def fuse_gate_up(gate, up):
+    """Inverse of :func:`split_gate_up`: ``cat([gate; up], 0)``."""
+    return _concat([gate, up], 0)
+
+
+# --- building blocks ----------------------------------------------------------------------
+class Dtypes:
+    """The torch dtypes of one ``PrecisionConfig``."""
+
+    def __init__(self, precision: PrecisionConfig):
+        self.param = torch_dtype(precision.param_dtype)
+        self.compute = torch_dtype(precision.compute_dtype)
+        self.softmax = torch_dtype(precision.softmax_dtype)
+        self.norm = torch_dtype(precision.norm_dtype)
+        self.rotary = torch_dtype(precision.rotary_dtype)
+        self.residual = torch_dtype(precision.residual_dtype)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float, dtypes: Dtypes):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size, dtype=dtypes.param))
+        self.eps, self.dtypes = eps, dtypes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """RMSNorm in norm dtype; the result is returned in compute dtype."""
+        x = x.to(self.dtypes.norm)
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(self.dtypes.norm)
+        return y.to(self.dtypes.compute)
+
+
+class Linear(nn.Module):
+    """``y = x W^T (+ b)`` in compute dtype; W [out, in] stored in param dtype."""
+
+    def __init__(self, in_size: int, out_size: int, dtypes: Dtypes, bias: bool = False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_size, in_size, dtype=dtypes.param))
+        self.bias = nn.Parameter(torch.zeros(out_size, dtype=dtypes.param)) if bias else None
+        self.dtypes = dtypes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cd = self.dtypes.compute
+        bias = None if self.bias is None else self.bias.to(cd)
+        return F.linear(x.to(cd), self.weight.to(cd), bias)
+
+
+def rotary_tables(seq_length: int, head_dim: int, base: float, rotary_dtype: torch.dtype):
+    """cos/sin [s, d] of rotate-half RoPE: emb = cat(f, f), f = pos x 1/base**(arange(0,d,2)/d)."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(seq_length, dtype=torch.float32), inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1).to(rotary_dtype)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = torch.chunk(x, 2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [b, s, n, d]; cos/sin [s, d] cast to x's dtype."""
+    cos, sin = cos.to(x.dtype)[None, :, None, :], sin.to(x.dtype)[None, :, None, :]
+    return x * cos + rotate_half(x) * sin
+
+
+def causal_attention(q, k, v, softmax_dtype: torch.dtype) -> torch.Tensor:
+    """q [b,s,nh,d], k/v [b,s,ng,d] -> context [b,s,nh,d]; query head j uses kv group j // (nh/ng)."""
+    repeats = q.shape[2] // k.shape[2]
+    q, k, v = q.transpose(1, 2), k.repeat_interleave(repeats, 2).transpose(1, 2), v.repeat_interleave(
+        repeats, 2).transpose(1, 2)
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    seq = q.shape[2]
+    future = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    scores = scores.to(softmax_dtype).masked_fill(future, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    return torch.matmul(probs, v).transpose(1, 2)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        d, nh, ng = cfg.head_dim, cfg.num_attention_heads, cfg.num_kv_heads
+        self.heads, self.groups, self.head_dim, self.dtypes = nh, ng, d, dtypes
+        self.linear_proj = Linear(nh * d, cfg.hidden_size, dtypes)       # Attention.__init__ builds it first
+        self.linear_qkv = Linear(cfg.hidden_size, ng * (nh // ng + 2) * d, dtypes, bias=cfg.qkv_bias)
+        if cfg.qk_norm:
+            self.q_layernorm = RMSNorm(d, cfg.norm_epsilon, dtypes)
+            self.k_layernorm = RMSNorm(d, cfg.norm_epsilon, dtypes)
+        self.qk_norm = cfg.qk_norm
+
+    def project_qkv(self, x: torch.Tensor):
+        """x [b,s,h] -> q [b,s,nh,d], k/v [b,s,ng,d] (Megatron ``get_query_key_value_tensors``)."""
+        b, s, _ = x.shape
+        per_group, d = self.heads // self.groups, self.head_dim
+        mixed = self.linear_qkv(x).view(b, s, self.groups, (per_group + 2) * d)
+        q, k, v = torch.split(mixed, [per_group * d, d, d], dim=-1)
+        return q.reshape(b, s, self.heads, d), k, v
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.project_qkv(x)
+        if self.qk_norm:
+            q, k = self.q_layernorm(q), self.k_layernorm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        context = causal_attention(q, k, v, self.dtypes.softmax)
+        return self.linear_proj(context.reshape(x.shape[0], x.shape[1], self.heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    """SwiGLU: ``linear_fc2(silu(gate) * up)`` with ``[gate; up] = linear_fc1(x)``."""
+
+    def __init__(self, hidden: int, ffn: int, dtypes: Dtypes):
+        super().__init__()
+        self.linear_fc1 = Linear(hidden, 2 * ffn, dtypes)
+        self.linear_fc2 = Linear(ffn, hidden, dtypes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = torch.chunk(self.linear_fc1(x), 2, dim=-1)
+        return self.linear_fc2(F.silu(gate) * up)
+
+
+class TopKRouter(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(cfg.num_experts, cfg.hidden_size, dtype=dtypes.param))
+        self.topk = cfg.moe_router_topk
+
+    def forward(self, tokens: torch.Tensor):
+        """tokens [n,h] -> (expert ids [n,k], fp32 weights [n,k]): top-k logits, softmax over them."""
+        logits = F.linear(tokens.float(), self.weight.float())
+        top_logits, top_ids = torch.topk(logits, self.topk, dim=-1)
+        return top_ids, torch.softmax(top_logits, dim=-1)
+
+
+class SequentialMLP(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.local_experts = nn.ModuleList(
+            MLP(cfg.hidden_size, cfg.expert_ffn_size, dtypes) for _ in range(cfg.num_experts))
+
+    def forward(self, tokens: torch.Tensor, top_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Weighted sum over each token's experts, accumulated in fp32 (no capacity, no drop)."""
+        out = torch.zeros(tokens.shape, dtype=torch.float32)
+        for expert_id, expert in enumerate(self.local_experts):
+            token_ids, slots = torch.nonzero(top_ids == expert_id, as_tuple=True)
+            if token_ids.numel():
+                routed = expert(tokens[token_ids]).float() * weights[token_ids, slots, None]
+                out = out.index_add(0, token_ids, routed)
+        return out
+
+
+class MoELayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.router = TopKRouter(cfg, dtypes)
+        self.experts = SequentialMLP(cfg, dtypes)
+        self.shared_experts = MLP(cfg.hidden_size, cfg.shared_expert_size, dtypes) if cfg.shared_expert_size else None
+        self.dtypes = dtypes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.reshape(-1, x.shape[-1])
+        top_ids, weights = self.router(tokens)
+        out = self.experts(tokens, top_ids, weights).to(self.dtypes.compute)
+        if self.shared_experts is not None:
+            out = out + self.shared_experts(tokens)
+        return out.reshape(x.shape)
+
+
+class TransformerLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
+        self.self_attention = SelfAttention(cfg, dtypes)
+        self.pre_mlp_layernorm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
+        self.mlp = MoELayer(cfg, dtypes) if cfg.num_experts else MLP(cfg.hidden_size, cfg.ffn_hidden_size, dtypes)
+        self.residual = dtypes.residual
+
+    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        h = h + self.self_attention(self.input_layernorm(h), cos, sin).to(self.residual)
+        return h + self.mlp(self.pre_mlp_layernorm(h)).to(self.residual)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.layers = nn.ModuleList(TransformerLayer(cfg, dtypes) for _ in range(cfg.num_layers))
+        self.final_layernorm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
+
+
+class LanguageModelEmbedding(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, dtype=dtypes.param)
+
+
+class GPTModel(nn.Module):
+    """``model(tokens [b,s] int64) -> fp32 logits [b,s,V]``."""
+
+    def __init__(self, cfg: ModelConfig, precision: PrecisionConfig):
+        super().__init__()
+        self.config, self.dtypes = cfg, Dtypes(precision)
+        self.embedding = LanguageModelEmbedding(cfg, self.dtypes)
+        self.decoder = TransformerBlock(cfg, self.dtypes)
+        self.output_layer = Linear(cfg.hidden_size, cfg.vocab_size, self.dtypes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        cos, sin = rotary_tables(tokens.shape[1], cfg.head_dim, cfg.rotary_base, self.dtypes.rotary)
+        h = F.embedding(tokens, self.embedding.word_embeddings.weight).to(self.dtypes.residual)
+        for layer in self.decoder.layers:
+            h = layer(h, cos, sin)
+        return self.output_layer(self.decoder.final_layernorm(h)).float()
+
+
+def initialise(model: nn.Module, std: float, seed: int) -> None:
+    """normal(0, std) for matrices (drawn in fp32, in parameter order), ones for 1-D norm
+    weights, zeros for biases; one ``torch.Generator`` seeded with ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):
+                param.zero_()
+            elif param.ndim == 1:
+                param.fill_(1.0)
+            else:
+                values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
+                param.copy_(values)
+
+
+def build_model(model: ModelConfig, precision: PrecisionConfig, seed: int) -> GPTModel:
+    """The Megatron-style GPT with deterministic initial weights from ``seed``."""
+    gpt = GPTModel(model.validate(), precision)
+    initialise(gpt, model.init_std, seed)
+    return gpt
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """``sum(ce * mask) / sum(mask)`` with per-token cross entropy of fp32 logits."""
+    ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+    mask = loss_mask.reshape(-1).float()
+    return torch.sum(ce * mask) / torch.sum(mask)
