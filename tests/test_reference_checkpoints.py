@@ -16,6 +16,7 @@ from checkpoint_merge import merge_megatron_legacy  # noqa: E402
 from workbench.errors import InputError  # noqa: E402
 from workbench.reference.config import ModelConfig  # noqa: E402
 from workbench.reference.hf_io import save_hf_safetensors  # noqa: E402
+from workbench.reference.layouts import fuse_gate_up, fuse_grouped_qkv  # noqa: E402
 from workbench.reference.megatron_io import (  # noqa: E402
     load_megatron_legacy_shards, save_megatron_legacy)
 
@@ -29,15 +30,6 @@ LAYOUTS = [(2, 1), (1, 2), (2, 2)]
 
 
 # ----------------------------------------------------------------------------- reference weights
-
-def grouped_qkv(q, k, v, num_heads, num_groups):
-    """Per group g: its query heads, then k_g, then v_g (built by hand, row block by row block)."""
-    q_rows, kv_rows = q.shape[0] // num_groups, k.shape[0] // num_groups
-    blocks = []
-    for g in range(num_groups):
-        blocks += [q[g * q_rows:(g + 1) * q_rows], k[g * kv_rows:(g + 1) * kv_rows], v[g * kv_rows:(g + 1) * kv_rows]]
-    return torch.cat(blocks, dim=0)
-
 
 def make_weights(model: ModelConfig, seed: int = 0):
     """(Megatron state dict, parts) with random weights; parts keeps q/k/v/gate/up per layer."""
@@ -54,10 +46,11 @@ def make_weights(model: ModelConfig, seed: int = 0):
         q, k, v = rand(nh * d, h), rand(ng * d, h), rand(ng * d, h)
         layer = {"q": q, "k": k, "v": v}
         state[p + "input_layernorm.weight"] = rand(h)
-        state[p + "self_attention.linear_qkv.weight"] = grouped_qkv(q, k, v, nh, ng)
+        state[p + "self_attention.linear_qkv.weight"] = fuse_grouped_qkv(q, k, v, nh, ng)
         if model.qkv_bias:
             layer.update(qb=rand(nh * d), kb=rand(ng * d), vb=rand(ng * d))
-            state[p + "self_attention.linear_qkv.bias"] = grouped_qkv(layer["qb"], layer["kb"], layer["vb"], nh, ng)
+            bias = fuse_grouped_qkv(layer["qb"], layer["kb"], layer["vb"], nh, ng)
+            state[p + "self_attention.linear_qkv.bias"] = bias
         if model.qk_norm:
             state[p + "self_attention.q_layernorm.weight"] = rand(d)
             state[p + "self_attention.k_layernorm.weight"] = rand(d)
@@ -68,7 +61,7 @@ def make_weights(model: ModelConfig, seed: int = 0):
             for e in range(model.num_experts):
                 f = model.expert_ffn_size
                 layer[f"gate{e}"], layer[f"up{e}"] = rand(f, h), rand(f, h)
-                fc1 = torch.cat([layer[f"gate{e}"], layer[f"up{e}"]])
+                fc1 = fuse_gate_up(layer[f"gate{e}"], layer[f"up{e}"])
                 state[p + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] = fc1
                 state[p + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = rand(h, f)
             if model.shared_expert_size:
@@ -77,7 +70,7 @@ def make_weights(model: ModelConfig, seed: int = 0):
                 state[p + "mlp.shared_experts.linear_fc2.weight"] = rand(h, s)
         else:
             layer["gate"], layer["up"] = rand(model.ffn_hidden_size, h), rand(model.ffn_hidden_size, h)
-            state[p + "mlp.linear_fc1.weight"] = torch.cat([layer["gate"], layer["up"]])
+            state[p + "mlp.linear_fc1.weight"] = fuse_gate_up(layer["gate"], layer["up"])
             state[p + "mlp.linear_fc2.weight"] = rand(h, model.ffn_hidden_size)
         parts[i] = layer
     state["decoder.final_layernorm.weight"] = rand(h)
@@ -166,8 +159,8 @@ def test_qkv_shards_hold_whole_query_groups(tmp_path):
             weight = model_shard[f"decoder.layers.{i}.self_attention.linear_qkv.weight"]
             bias = model_shard[f"decoder.layers.{i}.self_attention.linear_qkv.bias"]
             assert weight.shape[0] == 2 * (2 + 2) * d       # 2 local groups x (2 q heads + k + v)
-            assert torch.equal(weight, grouped_qkv(local["q"], local["k"], local["v"], 4, 2))
-            assert torch.equal(bias, grouped_qkv(local["qb"], local["kb"], local["vb"], 4, 2))
+            assert torch.equal(weight, fuse_grouped_qkv(local["q"], local["k"], local["v"], 4, 2))
+            assert torch.equal(bias, fuse_grouped_qkv(local["qb"], local["kb"], local["vb"], 4, 2))
             proj = state[f"decoder.layers.{i}.self_attention.linear_proj.weight"]
             assert torch.equal(model_shard[f"decoder.layers.{i}.self_attention.linear_proj.weight"],
                                proj[:, rank * q_per_rank:(rank + 1) * q_per_rank])

@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 from workbench.reference.config import ModelConfig, PrecisionConfig, TrainConfig, synthetic_batches  # noqa: E402
 from workbench.reference.megatron_log import (IterationRecord, format_iteration_line,  # noqa: E402
                                               parse_local_norm_line, read_local_norms)
-from workbench.reference.torch_model import (build_model, fuse_gate_up, fuse_grouped_qkv, loss_fn,  # noqa: E402
-                                             rotary_tables, split_gate_up, split_grouped_qkv)
+from workbench.reference.layouts import split_gate_up, split_grouped_qkv  # noqa: E402
+from workbench.reference.torch_model import build_model, loss_fn, rotary_tables  # noqa: E402
 from workbench.reference.torch_train import MegatronStyleTrainer, weights_as_numpy  # noqa: E402
 
 DESIGN_REGEX = (r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \| elapsed time per iteration \(ms\): "
@@ -71,29 +71,6 @@ def test_parameter_names_and_shapes_follow_megatron_local_spec(cfg):
             assert torch.all(values == 1)
         else:
             assert abs(values.std().item() - cfg.init_std) < 0.2 * cfg.init_std
-
-
-def test_grouped_qkv_layout_round_trip_on_a_hand_built_tensor():
-    # nh=4 heads, ng=2 groups, d=2, h=3: rows are [q0 q1 k0 v0 | q2 q3 k1 v1], each head d rows.
-    nh, ng, d, h = 4, 2, 2, 3
-    q = np.arange(nh * d * h, dtype=np.float32).reshape(nh * d, h)
-    k = 100 + np.arange(ng * d * h, dtype=np.float32).reshape(ng * d, h)
-    v = 200 + np.arange(ng * d * h, dtype=np.float32).reshape(ng * d, h)
-    fused = np.concatenate([q[0:4], k[0:2], v[0:2], q[4:8], k[2:4], v[2:4]])
-    assert np.array_equal(fuse_grouped_qkv(q, k, v, nh, ng, d), fused)
-    for got, want in zip(split_grouped_qkv(fused, nh, ng, d), (q, k, v)):
-        assert np.array_equal(got, want)
-    bias = fused[:, 0]
-    assert np.array_equal(split_grouped_qkv(bias, nh, ng, d)[1], k[:, 0])
-    torch_parts = split_grouped_qkv(torch.from_numpy(fused), nh, ng, d)
-    assert torch.equal(fuse_grouped_qkv(*torch_parts, nh, ng, d), torch.from_numpy(fused))
-
-
-def test_gate_up_layout_round_trip_on_a_hand_built_tensor():
-    gate, up = np.full((3, 2), 1.0), np.full((3, 2), 2.0)
-    fused = fuse_gate_up(gate, up)
-    assert fused[:3].tolist() == gate.tolist() and fused[3:].tolist() == up.tolist()
-    assert all(np.array_equal(a, b) for a, b in zip(split_gate_up(fused), (gate, up)))
 
 
 def test_split_transforms_reproduce_the_models_projections():

@@ -19,8 +19,9 @@ decoder.final_layernorm.weight                   model.norm.weight
 output_layer.weight                              lm_head.weight
 ==============================================  ============================================
 
-This is the fixed reference writer; the general, spec-driven converter lives elsewhere.
-torch and safetensors are imported inside the functions.
+The fused layouts are split by :mod:`workbench.reference.layouts`. This is the fixed reference
+writer; the general, spec-driven converter lives elsewhere. torch and safetensors are imported
+inside the functions.
 """
 from __future__ import annotations
 
@@ -31,44 +32,11 @@ from typing import Any
 
 from ..errors import InputError
 from .config import ModelConfig
+from .layouts import split_gate_up, split_grouped_qkv
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
-
-
-# ----------------------------------------------------------------------------- transforms
-
-def split_grouped_qkv(qkv: Any, num_heads: int, num_groups: int) -> tuple[Any, Any, Any]:
-    """Megatron grouped ``linear_qkv`` (weight [rows, h] or bias [rows]) -> (q, k, v).
-
-    ::
-
-        fused rows, per query group g (ng groups, nh/ng query heads each, head dim d):
-        +------------------------------+
-        | q heads g·nh/ng .. (nh/ng)·d |  \\
-        | k_g                        d |   } group g, repeated for g = 0 .. ng-1
-        | v_g                        d |  /
-        +------------------------------+
-        q = cat over g of the q blocks  [nh·d, ...]
-        k = cat over g of k_g           [ng·d, ...]
-        v = cat over g of v_g           [ng·d, ...]
-    """
-    heads_per_group = num_heads // num_groups
-    rows_per_group = qkv.shape[0] // num_groups
-    head_dim = rows_per_group // (heads_per_group + 2)
-    grouped = qkv.reshape(num_groups, rows_per_group, *qkv.shape[1:])
-    q_rows = heads_per_group * head_dim
-    q = grouped[:, :q_rows].reshape(num_groups * q_rows, *qkv.shape[1:])
-    k = grouped[:, q_rows:q_rows + head_dim].reshape(num_groups * head_dim, *qkv.shape[1:])
-    v = grouped[:, q_rows + head_dim:].reshape(num_groups * head_dim, *qkv.shape[1:])
-    return q, k, v
-
-
-def split_gate_up(fc1: Any) -> tuple[Any, Any]:
-    """``linear_fc1`` = ``[gate; up]`` (two equal row blocks) -> (gate, up)."""
-    gate, up = fc1.chunk(2, dim=0)
-    return gate, up
 
 
 # ----------------------------------------------------------------------------- names

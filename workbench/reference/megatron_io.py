@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from .config import ModelConfig
+from .layouts import fuse_gate_up, split_gate_up
 
 CHECKPOINT_FILE = "model_optim_rng.pt"
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
@@ -137,12 +138,9 @@ def shard_gate_up(fc1: Any, tensor_parallel: int, name: str = "linear_fc1") -> l
         | up_1      |           (not a plain dim-0 chunk: that would give
         +-----------+            rank 0 all of gate and rank 1 all of up)
     """
-    import torch
-
-    gate, up = fc1.chunk(2, dim=0)
+    gate, up = split_gate_up(fc1)
     _check_divisible(name, gate.shape[0], tensor_parallel, "ffn size")
-    return [_fresh(torch.cat([g, u], dim=0))
-            for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0))]
+    return [_fresh(fuse_gate_up(g, u)) for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0))]
 
 
 def shard_grouped_qkv(qkv: Any, num_groups: int, tensor_parallel: int, name: str = "linear_qkv") -> list:

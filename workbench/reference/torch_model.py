@@ -25,13 +25,13 @@ residual stream in ``residual_dtype``; router logits, top-k softmax and MoE comb
 logits returned fp32. ``embedding_dtype`` (MindFormers only) is unused: the gathered rows
 (param dtype) are cast to the residual dtype.
 
-The layout transforms work on numpy arrays and torch tensors alike (reshape, slice, concat).
+The fused layouts (``linear_qkv`` grouped per query group, ``linear_fc1`` = ``[gate; up]``) are
+sketched, and split/fused, by :mod:`workbench.reference.layouts`.
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,61 +48,6 @@ def torch_dtype(name: str) -> torch.dtype:
         return TORCH_DTYPES[name]
     except KeyError:
         raise ValueError(f"dtype {name!r} is not one of {sorted(TORCH_DTYPES)}") from None
-
-
-# --- named layout transforms (reused by weight conversion) ------------------------------
-def _concat(parts: list, axis: int):
-    if isinstance(parts[0], np.ndarray):
-        return np.concatenate(parts, axis=axis)
-    return torch.cat(parts, dim=axis)
-
-
-def split_grouped_qkv(weight, num_heads: int, num_groups: int, head_dim: int):
-    """Megatron ``linear_qkv`` (weight [rows, h] or bias [rows]) -> ``(q, k, v)``.
-
-    Rows are grouped per query group g (ng groups, nh/ng query heads each)::
-
-        row block  |<-- (nh/ng)*d rows -->|<- d ->|<- d ->|
-        group 0    | q_0 q_1 .. q_(nh/ng-1) |  k_0  |  v_0  |
-        group 1    | q_(nh/ng) ..           |  k_1  |  v_1  |
-        ...        |                        |       |       |
-        group ng-1 | .. q_(nh-1)            | k_ng-1| v_ng-1|
-
-    Returns q [nh*d, ...] (heads in order), k [ng*d, ...], v [ng*d, ...].
-    """
-    per_group = num_heads // num_groups
-    rest = tuple(weight.shape[1:])
-    grouped = weight.reshape(num_groups, (per_group + 2) * head_dim, *rest)
-    q_rows, k_end = per_group * head_dim, (per_group + 1) * head_dim
-    q = grouped[:, :q_rows].reshape(num_heads * head_dim, *rest)
-    k = grouped[:, q_rows:k_end].reshape(num_groups * head_dim, *rest)
-    v = grouped[:, k_end:].reshape(num_groups * head_dim, *rest)
-    return q, k, v
-
-
-def fuse_grouped_qkv(q, k, v, num_heads: int, num_groups: int, head_dim: int):
-    """Inverse of :func:`split_grouped_qkv`: ``cat([q.view(ng, nh/ng*d, ...), k.view(ng, d, ...),
-    v.view(ng, d, ...)], dim=1).reshape(-1, ...)`` (layout sketch in ``split_grouped_qkv``)."""
-    per_group = num_heads // num_groups
-    rest = tuple(q.shape[1:])
-    parts = [q.reshape(num_groups, per_group * head_dim, *rest), k.reshape(num_groups, head_dim, *rest),
-             v.reshape(num_groups, head_dim, *rest)]
-    return _concat(parts, 1).reshape(num_groups * (per_group + 2) * head_dim, *rest)
-
-
-def split_gate_up(weight):
-    """Megatron ``linear_fc1`` [2F, h] -> ``(gate [F, h], up [F, h])``; two plain blocks::
-
-        rows 0 .. F-1   | gate (w1 / gate_proj) |
-        rows F .. 2F-1  | up   (w3 / up_proj)   |
-    """
-    half = weight.shape[0] // 2
-    return weight[:half], weight[half:]
-
-
-def fuse_gate_up(gate, up):
-    """Inverse of :func:`split_gate_up`: ``cat([gate; up], 0)``."""
-    return _concat([gate, up], 0)
 
 
 # --- building blocks ----------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""The fused-tensor layouts of the reference models: one named transform (and its inverse) each.
+
+=====================  ==========================================  ===================================
+layout                 used by                                      transforms
+=====================  ==========================================  ===================================
+grouped q/k/v          Megatron ``linear_qkv``, MindFormers         :func:`split_grouped_qkv`,
+                       ``w_qkv`` (weights and biases)               :func:`fuse_grouped_qkv`
+gate/up blocks         Megatron ``linear_fc1`` = ``[gate; up]``     :func:`split_gate_up`,
+                                                                    :func:`fuse_gate_up`
+gate/up row-           MindFormers ``w_gate_hidden``                :func:`deinterleave_rows`,
+interleaved            ``[g0, u0, g1, u1, ...]``                    :func:`interleave_rows`
+=====================  ==========================================  ===================================
+
+Every transform takes numpy arrays and torch tensors alike (reshape, slicing, concatenation) and
+returns the same kind; torch is imported only when a torch tensor is concatenated.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _concat(parts: list, axis: int) -> Any:
+    """``np.concatenate`` for numpy arrays, ``torch.cat`` for torch tensors."""
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts, axis=axis)
+    import torch
+
+    return torch.cat(parts, dim=axis)
+
+
+def _copy(array: Any) -> Any:
+    """A copy with its own (contiguous) storage: ``.copy()`` in numpy, ``.clone()`` in torch."""
+    return array.copy() if isinstance(array, np.ndarray) else array.clone()
+
+
+# ----------------------------------------------------------------------------- grouped q/k/v
+
+def _group_sizes(rows: int, num_heads: int, num_groups: int, head_dim: int | None) -> tuple[int, int]:
+    """(query heads per group, head dim); head_dim defaults to what ``rows`` implies."""
+    per_group = num_heads // num_groups
+    return per_group, head_dim if head_dim is not None else rows // num_groups // (per_group + 2)
+
+
+def split_grouped_qkv(fused: Any, num_heads: int, num_groups: int, head_dim: int | None = None):
+    """Grouped q/k/v (weight [rows, h] or bias [rows]) -> ``(q [nh·d, ...], k [ng·d, ...], v [ng·d, ...])``.
+
+    Megatron ``linear_qkv`` and MindFormers ``w_qkv`` share this layout: rows grouped per query
+    (= kv) group g, ng groups of nh/ng query heads each, head dim d (inferred when omitted)::
+
+        row block  |<-- (nh/ng)·d rows -->|<- d ->|<- d ->|
+        group 0    | q_0 q_1 .. q_(nh/ng-1) |  k_0  |  v_0  |
+        group 1    | q_(nh/ng) ..           |  k_1  |  v_1  |
+        ...        |                        |       |       |
+        group ng-1 | .. q_(nh-1)            | k_ng-1| v_ng-1|
+
+        e.g. nh=4, ng=2:  rows [ q0 q1 k0 v0 | q2 q3 k1 v1 ]   (each entry d rows)
+
+    q keeps the heads in order, k and v the groups in order.
+    """
+    per_group, d = _group_sizes(fused.shape[0], num_heads, num_groups, head_dim)
+    rest = tuple(fused.shape[1:])
+    grouped = fused.reshape(num_groups, (per_group + 2) * d, *rest)
+    q_end, k_end = per_group * d, (per_group + 1) * d
+    q = grouped[:, :q_end].reshape(num_heads * d, *rest)
+    k = grouped[:, q_end:k_end].reshape(num_groups * d, *rest)
+    v = grouped[:, k_end:].reshape(num_groups * d, *rest)
+    return q, k, v
+
+
+def fuse_grouped_qkv(q: Any, k: Any, v: Any, num_heads: int, num_groups: int, head_dim: int | None = None) -> Any:
+    """Inverse of :func:`split_grouped_qkv` (layout sketch there)::
+
+        q: [q0 q1 | q2 q3]   k: [k0 | k1]   v: [v0 | v1]      (nh=4, ng=2)
+        ->  rows [ q0 q1 k0 v0 | q2 q3 k1 v1 ]                 group g = [q(nh/ng·d); k_g(d); v_g(d)]
+    """
+    per_group = num_heads // num_groups
+    d = head_dim if head_dim is not None else k.shape[0] // num_groups
+    rest = tuple(q.shape[1:])
+    parts = [q.reshape(num_groups, per_group * d, *rest), k.reshape(num_groups, d, *rest),
+             v.reshape(num_groups, d, *rest)]
+    return _concat(parts, 1).reshape(num_groups * (per_group + 2) * d, *rest)
+
+
+# ----------------------------------------------------------------------------- gate/up blocks
+
+def split_gate_up(fused: Any) -> tuple[Any, Any]:
+    """Megatron ``linear_fc1`` [2F, h] -> ``(gate [F, h], up [F, h])``: two plain row blocks::
+
+        rows 0 .. F-1   | gate (w1 / gate_proj) |
+        rows F .. 2F-1  | up   (w3 / up_proj)   |
+    """
+    half = fused.shape[0] // 2
+    return fused[:half], fused[half:]
+
+
+def fuse_gate_up(gate: Any, up: Any) -> Any:
+    """Inverse of :func:`split_gate_up`: ``cat([gate; up], 0)``."""
+    return _concat([gate, up], 0)
+
+
+# ----------------------------------------------------------------------------- row interleave
+
+def interleave_rows(gate: Any, up: Any) -> Any:
+    """MindFormers ``w_gate_hidden``: rows alternate gate/up (axis -2, so stacked experts too)::
+
+        gate: [g0 g1 g2]   up: [u0 u1 u2]   ->   w_gate_hidden rows: [g0 u0 g1 u1 g2 u2]
+    """
+    pairs = _concat([gate[..., None, :], up[..., None, :]], -2)        # [..., F, 2, h]
+    return pairs.reshape(*gate.shape[:-2], 2 * gate.shape[-2], gate.shape[-1])
+
+
+def deinterleave_rows(fused: Any) -> tuple[Any, Any]:
+    """Inverse of :func:`interleave_rows`: ``[g0 u0 g1 u1 ...]`` -> (gate, up), each a fresh copy."""
+    return _copy(fused[..., 0::2, :]), _copy(fused[..., 1::2, :])
