@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
+from .artifacts import save_grads  # noqa: F401  (re-exported)
 from .config import TrainConfig, with_changes
 from .mindformers_log import MindFormersLogWriter
 
@@ -243,15 +243,3 @@ def as_model_inputs(batch) -> tuple[np.ndarray, np.ndarray | None]:
     if isinstance(batch, (tuple, list)):
         return np.asarray(batch[0]), (None if batch[1] is None else np.asarray(batch[1]))
     return np.asarray(batch), None
-
-
-def save_grads(grads_dir: Path | str, step: int, grads: dict[str, np.ndarray]) -> Path:
-    """``grads_dir/step_{step}/<name>.npy`` (raw, unclipped, float32); each file written then renamed."""
-    folder = Path(grads_dir) / f"step_{step}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, grad in grads.items():
-        temporary = folder / f".{name}.npy.part"
-        with open(temporary, "wb") as handle:
-            np.save(handle, np.asarray(grad, dtype=np.float32))
-        os.replace(temporary, folder / f"{name}.npy")
-    return folder

@@ -22,7 +22,6 @@ loss, backward, global-norm clipping with Megatron's coefficient
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .artifacts import save_grads  # noqa: F401  (re-exported)
 from .config import TrainConfig
 from .megatron_log import IterationRecord, format_iteration_line, format_local_norm_line
 from .torch_model import loss_fn
@@ -110,18 +110,6 @@ def single_thread():
 
 def _as_tensor(array, dtype: torch.dtype) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array)).to(dtype)
-
-
-def save_grads(grads_dir: Path | str, iteration: int, grads: dict[str, np.ndarray]) -> Path:
-    """``grads_dir/step_{iteration}/<name>.npy`` (fp32); each file written then renamed."""
-    folder = Path(grads_dir) / f"step_{iteration}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, grad in grads.items():
-        temporary = folder / f".{name}.npy.part"
-        with open(temporary, "wb") as handle:
-            np.save(handle, grad.astype(np.float32, copy=False))
-        os.replace(temporary, folder / f"{name}.npy")
-    return folder
 
 
 class MegatronStyleTrainer:

@@ -1,0 +1,94 @@
+"""``python -m workbench.reference``: train a reference model, or write synthetic batches.
+
+examples:
+  python -m workbench.reference batches --steps 4 --out batches.npz
+  python -m workbench.reference train --side megatron --steps 4 --batches batches.npz --out runs/torch --save megatron,hf
+  python -m workbench.reference train --side mindformers --steps 4 --batches batches.npz --out runs/ms --local-norms --grads
+  python -m workbench.reference train --side megatron --config tiny.yaml --save megatron --tp 2 --pp 2 --out runs/tp2pp2
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workbench.reference", description=__doc__.split("\n")[0],
+                                     epilog="\n".join(__doc__.split("\n")[2:]),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("train", "batches"):
+        sub = commands.add_parser(name)
+        sub.add_argument("--config", type=Path, help="YAML with model:, train:, precision: sections (default: tiny)")
+        sub.add_argument("--steps", type=int, help="overrides train.steps")
+        sub.add_argument("--micro-batch-size", type=int, default=2)
+        sub.add_argument("--data-seed", type=int, default=0)
+        sub.add_argument("--out", type=Path, required=True)
+        sub.add_argument("--force", action="store_true", help="write into an existing output")
+    train = commands.choices["train"]
+    train.add_argument("--side", choices=("megatron", "mindformers"), required=True)
+    train.add_argument("--batches", type=Path, help=".npz of tokens/labels/loss_mask [steps, b, s]")
+    train.add_argument("--init", type=Path, help="start from a checkpoint (Megatron legacy, or MindSpore .ckpt)")
+    train.add_argument("--save", default="", help="comma list: megatron, hf (torch side); mindspore")
+    train.add_argument("--tp", type=int, default=1, help="tensor-parallel shards of the saved Megatron checkpoint")
+    train.add_argument("--pp", type=int, default=1, help="pipeline stages of the saved Megatron checkpoint")
+    train.add_argument("--grads", action="store_true", help="write out/grads/step_N/<param>.npy")
+    train.add_argument("--local-norms", action="store_true", help="log per-parameter local norms")
+    train.add_argument("--qkv-concat", action="store_true", help="MindSpore side: fused w_qkv / w_gate_hidden")
+    train.add_argument("--no-jit", action="store_true", help="MindSpore side: PyNative instead of graph mode")
+    return parser
+
+
+def _train_config(args):
+    from .run_config import load_run_config
+
+    model, train = load_run_config(args.config)
+    if args.steps is not None:
+        train = replace(train, steps=args.steps)
+    if getattr(args, "local_norms", False):
+        train = replace(train, log_local_norms=True)
+    return model, train
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and any(out.iterdir() if out.is_dir() else [out]) and not force:
+        raise InputError(str(out), "output already exists", "pass --force or choose another path")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        model, train = _train_config(args)
+        _check_out(args.out, args.force)
+        if args.command == "batches":
+            from .config import synthetic_batches
+            from .runner import save_batches
+
+            save_batches(args.out, synthetic_batches(model, train.steps, args.micro_batch_size, args.data_seed))
+            print(f"wrote {train.steps} batches to {args.out}")
+            return 0
+        from .runner import RunSpec, run
+
+        spec = RunSpec(side=args.side, model=model, train=train, out=args.out, batches=args.batches,
+                       micro_batch_size=args.micro_batch_size, data_seed=args.data_seed, init=args.init,
+                       save=tuple(part for part in args.save.split(",") if part), tensor_parallel=args.tp,
+                       pipeline_parallel=args.pp, grads=args.grads, qkv_concat=args.qkv_concat, jit=not args.no_jit)
+        result = run(spec)
+        for step, (loss, lr) in enumerate(zip(result.losses, result.lrs), 1):
+            print(f"step {step}: loss {loss:.6f} lr {lr:.3e}")
+        print(f"log: {result.log}" + "".join(f"\nwrote {path}" for path in result.checkpoints))
+        return 0
+    except InputError as error:
+        if args.debug:
+            raise
+        print(f"workbench.reference: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Reference-run configuration from YAML: sections ``model``, ``train``, ``precision``.
+
+Every key is a field of :class:`ModelConfig`, :class:`TrainConfig` or :class:`PrecisionConfig`;
+an unknown key or a wrong type is an error naming the file, line and key.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..yamlio import YamlDoc, load_yaml
+from .config import ModelConfig, PrecisionConfig, TrainConfig
+
+SECTIONS = {"model": ModelConfig, "train": TrainConfig, "precision": PrecisionConfig}
+_KINDS = {"int": int, "float": (int, float), "bool": bool, "str": str}
+
+
+def _field_kinds(cls: type) -> dict[str, str]:
+    return {field.name: str(field.type) for field in dataclasses.fields(cls) if field.name != "precision"}
+
+
+def _checked(doc: YamlDoc, section: str, values: Any) -> dict:
+    cls = SECTIONS[section]
+    if not isinstance(values, dict):
+        raise InputError(doc.where(section), f"expected a mapping of {cls.__name__} fields", "write key: value pairs")
+    kinds = _field_kinds(cls)
+    for key, value in values.items():
+        where = doc.where(f"{section}.{key}")
+        if key not in kinds:
+            raise InputError(where, f"unknown {section} key {key!r}", f"use one of {', '.join(sorted(kinds))}")
+        expected = _KINDS.get(kinds[key])
+        if expected and (not isinstance(value, expected) or (kinds[key] != "bool" and isinstance(value, bool))):
+            raise InputError(where, f"expected {kinds[key]}, found {value!r}", "correct the value")
+    return values
+
+
+def load_run_config(path: Path | str | None = None) -> tuple[ModelConfig, TrainConfig]:
+    """(model, train) from a YAML file; the defaults (the tiny 2-layer model) when ``path`` is None."""
+    if path is None:
+        return ModelConfig().validate(), TrainConfig()
+    doc = load_yaml(path)
+    data = doc.data or {}
+    if not isinstance(data, dict):
+        raise InputError(str(path), "expected sections model:, train:, precision:", "see docs/reference-models.md")
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise InputError(doc.where(sorted(unknown)[0]), f"unknown section(s) {sorted(unknown)}",
+                         f"use {', '.join(SECTIONS)}")
+    parts = {name: _checked(doc, name, data[name]) for name in SECTIONS if name in data}
+    precision = PrecisionConfig(**parts.get("precision", {}))
+    model = ModelConfig(**parts.get("model", {})).validate()
+    return model, TrainConfig(**parts.get("train", {}), precision=precision)

@@ -1,0 +1,153 @@
+"""Train one reference model and write what the real framework would: log, checkpoints, gradients.
+
+    run(RunSpec(side="megatron", model=..., train=..., out=Path("runs/torch"), save=("megatron", "hf")))
+
+``side`` is ``megatron`` (the torch GPT) or ``mindformers`` (the MindSpore Llama). Each side
+starts from its own seed-determined weights or from a checkpoint in its own format (converting
+one side's weights into the other's is `workbench convert`'s job), and trains on Megatron-shaped
+batches: synthetic from a seed, or an .npz both sides read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .config import ModelConfig, TrainConfig, synthetic_batches
+
+SIDES = ("megatron", "mindformers")
+SAVE_FORMATS = {"megatron": ("megatron", "hf"), "mindformers": ("mindspore",)}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    side: str
+    model: ModelConfig
+    train: TrainConfig
+    out: Path
+    batches: Path | None = None         # .npz with tokens/labels/loss_mask [steps, b, s]; None: synthetic
+    micro_batch_size: int = 2
+    data_seed: int = 0
+    init: Path | None = None             # megatron: legacy checkpoint (TP=PP=1); mindformers: .ckpt
+    save: tuple[str, ...] = ()
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    grads: bool = False
+    qkv_concat: bool = False
+    jit: bool = True
+
+
+@dataclass
+class RunResult:
+    log: Path
+    losses: list[float]
+    lrs: list[float]
+    grad_norms: list[float]
+    checkpoints: list[Path] = field(default_factory=list)
+    grads_dir: Path | None = None
+
+
+def load_batches(path: Path, steps: int) -> list[dict[str, np.ndarray]]:
+    """Megatron batches from an .npz of ``tokens``, ``labels``, ``loss_mask`` shaped [steps, b, s]."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in ("tokens", "labels", "loss_mask")}
+    except KeyError as missing:
+        raise InputError(str(path), f"missing array {missing}", "write tokens, labels and loss_mask") from None
+    except (OSError, ValueError) as error:
+        raise InputError(str(path), f"not a readable .npz ({error})", "pass a file written by np.savez") from None
+    if len(arrays["tokens"]) < steps:
+        raise InputError(str(path), f"{len(arrays['tokens'])} batches for {steps} steps", "write more or train fewer steps")
+    return [{key: array[step] for key, array in arrays.items()} for step in range(steps)]
+
+
+def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> None:
+    from ..report.output import atomic_path
+
+    with atomic_path(path) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **{key: np.stack([batch[key] for batch in batches]) for key in ("tokens", "labels", "loss_mask")})
+
+
+def _check(spec: RunSpec) -> None:
+    if spec.side not in SIDES:
+        raise InputError("--side", f"expected one of {SIDES}, found {spec.side!r}", "choose megatron or mindformers")
+    wrong = [fmt for fmt in spec.save if fmt not in SAVE_FORMATS[spec.side]]
+    if wrong:
+        raise InputError("--save", f"{wrong} cannot be written by the {spec.side} side",
+                         f"use {', '.join(SAVE_FORMATS[spec.side])}")
+
+
+def run(spec: RunSpec) -> RunResult:
+    """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads)."""
+    _check(spec)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    steps = spec.train.steps
+    batches = (load_batches(spec.batches, steps) if spec.batches else
+               synthetic_batches(spec.model, steps, spec.micro_batch_size, spec.data_seed))
+    grads_dir = spec.out / "grads" if spec.grads else None
+    log = spec.out / "train.log"
+    trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
+    results = trainer.train(steps, batches, log_path=log, grads_dir=grads_dir)
+    norms = [getattr(result, "grad_norm", None) or getattr(result, "global_norm", 0.0) for result in results]
+    checkpoints = _save(spec, net)
+    return RunResult(log, [r.loss for r in results], [r.lr for r in results], norms, checkpoints, grads_dir)
+
+
+def _megatron_trainer(spec: RunSpec):
+    from . import torch_model, torch_train
+
+    net = torch_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed)
+    if spec.init is not None:
+        torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(spec.init))
+    return torch_train.MegatronStyleTrainer(net, spec.train), net
+
+
+def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
+    from .megatron_io import load_megatron_legacy_shards
+
+    shards = load_megatron_legacy_shards(path if path.is_dir() else path.parents[2])
+    if set(shards) != {(0, 0)}:
+        raise InputError(str(path), f"checkpoint has {len(shards)} tensor/pipeline shards",
+                         "start from an unsplit (TP=1, PP=1) checkpoint")
+    return {name: tensor.float().numpy() for name, tensor in shards[(0, 0)]["model"].items()}
+
+
+def _mindformers_trainer(spec: RunSpec):
+    import mindspore as ms
+
+    from . import ms_model, ms_train
+
+    net = ms_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed, qkv_concat=spec.qkv_concat)
+    if spec.init is not None:
+        if not spec.init.is_file():
+            raise InputError(str(spec.init), "MindSpore checkpoint not found", "pass a .ckpt written by mindspore.save_checkpoint")
+        weights = {name: value.asnumpy() for name, value in ms.load_checkpoint(str(spec.init)).items()}
+        ms_model.set_weights(net, weights)
+    return ms_train.MindFormersStyleTrainer(net, spec.train, jit=spec.jit), net
+
+
+def _save(spec: RunSpec, net) -> list[Path]:
+    written: list[Path] = []
+    if "megatron" in spec.save:
+        from .megatron_io import save_megatron_legacy
+
+        written += save_megatron_legacy(net.state_dict(), spec.model, spec.out / "megatron_checkpoint",
+                                        iteration=spec.train.steps, tensor_parallel=spec.tensor_parallel,
+                                        pipeline_parallel=spec.pipeline_parallel)
+    if "hf" in spec.save:
+        from .hf_io import save_hf_safetensors
+
+        written += save_hf_safetensors(net.state_dict(), spec.model, spec.out / "hf")
+    if "mindspore" in spec.save:
+        import mindspore as ms
+
+        from ..report.output import atomic_path
+
+        target = spec.out / "mindspore.ckpt"
+        with atomic_path(target) as temporary:
+            ms.save_checkpoint(net, str(temporary.with_suffix(".ckpt")))
+            temporary.with_suffix(".ckpt").replace(temporary)
+        written.append(target)
+    return written
