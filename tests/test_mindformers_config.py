@@ -225,37 +225,27 @@ def test_mcore_activation(tmp_path, act, gated, expected):
 
 
 # ------------------------------------------------------------------------- global batch size
-def test_global_batch_pp1_uses_gradient_accumulation(tmp_path):
-    batch, dp, interleave, gas, mbn = 2, 3, 2, 5, 7
-    path = legacy(tmp_path, "hidden_size: 64\nnum_heads: 4", top=f"""
-        runner_config:
-          batch_size: {batch}
-          gradient_accumulation_steps: {gas}
-        parallel_config:
-          data_parallel: {dp}
-          pipeline_stage: 1
-          micro_batch_num: {mbn}
-        micro_batch_interleave_num: {interleave}
-    """)
-    item = config_of(path)["train.global_batch_size"]
-    assert (item.value, item.kind) == (batch * dp * interleave * gas, "derived")
+BATCH, DP, INTERLEAVE, GAS, MBN = 2, 3, 2, 5, 7
 
 
-def test_global_batch_pp_gt1_uses_micro_batch_num(tmp_path):
-    batch, dp, interleave, gas, mbn = 2, 3, 2, 5, 7
+@pytest.mark.parametrize("pipeline,global_batch,micro_batches", [
+    (1, BATCH * DP * INTERLEAVE * GAS, GAS),   # pp = 1: gradient_accumulation_steps
+    (2, BATCH * DP * MBN * INTERLEAVE, MBN),   # pp > 1: micro_batch_num
+])
+def test_global_batch_formula_depends_on_pipeline(tmp_path, pipeline, global_batch, micro_batches):
     path = legacy(tmp_path, "hidden_size: 64\nnum_heads: 4", top=f"""
         runner_config:
-          batch_size: {batch}
-          gradient_accumulation_steps: {gas}
+          batch_size: {BATCH}
+          gradient_accumulation_steps: {GAS}
         parallel_config:
-          data_parallel: {dp}
-          pipeline_stage: 2
-          micro_batch_num: {mbn}
-        micro_batch_interleave_num: {interleave}
+          data_parallel: {DP}
+          pipeline_stage: {pipeline}
+          micro_batch_num: {MBN}
+        micro_batch_interleave_num: {INTERLEAVE}
     """)
     config = config_of(path)
-    assert config["train.global_batch_size"].value == batch * dp * mbn * interleave
-    assert config["parallel.micro_batches"].value == mbn
+    assert (config["train.global_batch_size"].value, config["train.global_batch_size"].kind) == (global_batch, "derived")
+    assert config["parallel.micro_batches"].value == micro_batches
 
 
 # ------------------------------------------------------------------------- schedule and optimizer
