@@ -94,3 +94,25 @@ def test_config_file_and_bad_inputs(tmp_path, capsys):
     assert len(error) == 1 and "run.yaml:3" in error[0] and "hiden_size" in error[0]
     assert main(["train", "--side", "mindformers", "--save", "hf", "--out", str(tmp_path / "x")]) == 2
     assert main(["train", "--side", "megatron", "--out", str(tmp_path / "ok")]) == 2  # exists: needs --force
+
+
+def test_reference_configs_from_the_example_pair_describe_the_same_run():
+    from conftest import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
+    from workbench.reference.from_canonical import configs_from_file
+
+    model_m, train_m = configs_from_file(EXAMPLE_MEGATRON, "megatron", steps=5)
+    model_f, train_f = configs_from_file(EXAMPLE_MINDFORMERS, "mindformers", steps=5)
+    assert model_m == model_f == ModelConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_kv_heads=2,
+                                             ffn_hidden_size=176, vocab_size=128, seq_length=32)
+    assert train_m == train_f and (train_m.steps, train_m.schedule_steps, train_m.warmup_steps) == (5, 20, 2)
+    np.testing.assert_allclose(train_m.lr_per_update("megatron"), train_f.lr_per_update("mindformers"), rtol=1e-12)
+
+
+def test_configs_from_a_config_that_leaves_values_open_name_them():
+    from conftest import fixtures_dir
+    from workbench.errors import InputError
+    from workbench.reference.from_canonical import configs_from_file
+
+    script = fixtures_dir("configs", "megatron") / "mindspeed_llm_v2.2.0__pretrain_llama2_7b_ptd.sh"
+    with pytest.raises(InputError, match="model.padded_vocab_size is not settled"):
+        configs_from_file(script, "megatron")

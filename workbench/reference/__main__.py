@@ -5,6 +5,7 @@ examples:
   python -m workbench.reference train --side megatron --steps 4 --batches batches.npz --out runs/torch --save megatron,hf
   python -m workbench.reference train --side mindformers --steps 4 --batches batches.npz --out runs/ms --local-norms --grads
   python -m workbench.reference train --side megatron --config tiny.yaml --save megatron --tp 2 --pp 2 --out runs/tp2pp2
+  python -m workbench.reference train --side mindformers --from checklists/examples/llama_tiny_mindformers.yaml --steps 4 --out runs/mf
 """
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("train", "batches"):
         sub = commands.add_parser(name)
         sub.add_argument("--config", type=Path, help="YAML with model:, train:, precision: sections (default: tiny)")
+        sub.add_argument("--from", dest="from_config", type=Path, metavar="CONFIG",
+                         help="take model and training settings from a real Megatron (--side megatron) or "
+                              "MindFormers config, as `workbench checklist` reads it")
         sub.add_argument("--steps", type=int, help="overrides train.steps")
         sub.add_argument("--micro-batch-size", type=int, default=2)
         sub.add_argument("--data-seed", type=int, default=0)
@@ -47,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
 def _train_config(args):
     from .run_config import load_run_config
 
-    model, train = load_run_config(args.config)
+    if args.from_config is not None:
+        from .from_canonical import configs_from_file
+
+        model, train = configs_from_file(args.from_config, getattr(args, "side", None) or "megatron", args.steps)
+    else:
+        model, train = load_run_config(args.config)
     if args.steps is not None:
         train = replace(train, steps=args.steps)
     if getattr(args, "local_norms", False):

@@ -111,20 +111,22 @@ class TrainConfig:
     optimizer: str = "adamw"         # adamw (bias correction) | adam_weight_decay (MindFormers, none)
     seed: int = 1234
     log_local_norms: bool = False
+    schedule_steps: int = 0          # length the lr schedule is defined over (0: steps); a run may be shorter
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
 
     def lr_per_update(self, framework: str) -> np.ndarray:
         """The lr each framework applies at updates 1..steps (workbench.audit.lr_schedule)."""
         from ..audit import lr_schedule as schedules
 
+        total = self.schedule_steps or self.steps
         if framework == "megatron":
             schedule = schedules.MegatronSchedule(lr=self.lr, min_lr=self.min_lr, warmup_steps=self.warmup_steps,
-                                                  decay_steps=self.steps, style=self.decay_style)
+                                                  decay_steps=total, style=self.decay_style)
             return schedules.megatron_lr_per_update(schedule, self.steps)
         kind = {"constant": "ConstantWarmUpLR", "linear": "LinearWithWarmUpLR",
                 "cosine": "CosineWithWarmUpLR"}[self.decay_style]
         schedule = schedules.MindFormersSchedule(type=kind, learning_rate=self.lr, warmup_steps=self.warmup_steps,
-                                                 total_steps=self.steps, lr_end=self.min_lr)
+                                                 total_steps=total, lr_end=self.min_lr)
         return schedules.mindformers_lr_per_update(schedule, self.steps)
 
 
