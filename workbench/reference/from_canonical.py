@@ -34,8 +34,15 @@ def model_config(config: TrainingConfig) -> ModelConfig:
         vocab_size=_known(config, "model.padded_vocab_size"), seq_length=_known(config, "model.seq_length"),
         rotary_base=float(_known(config, "model.rotary_base")), norm_epsilon=_known(config, "model.norm_epsilon"),
         qkv_bias=bool(config.value("model.qkv_bias", False)), qk_norm=bool(config.value("model.qk_norm", False)),
-        num_experts=experts if experts > 1 else 0, moe_router_topk=config.value("moe.router_topk", 2),
-        shared_expert_size=config.value("moe.shared_expert_size", 0) or 0).validate()
+        **_moe_fields(config, experts)).validate()
+
+
+def _moe_fields(config: TrainingConfig, experts: int) -> dict:
+    """MoE settings only for a MoE model (a dense model's top-k default means nothing)."""
+    if experts <= 1:
+        return {}
+    return {"num_experts": experts, "moe_router_topk": _known(config, "moe.router_topk"),
+            "shared_expert_size": config.value("moe.shared_expert_size", 0) or 0}
 
 
 def train_config(config: TrainingConfig, steps: int | None = None) -> TrainConfig:
