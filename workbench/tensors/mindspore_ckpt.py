@@ -1,0 +1,268 @@
+"""MindSpore ``.ckpt`` read and written without mindspore or protobuf.
+
+A ``.ckpt`` is one protobuf ``Checkpoint`` message (mindspore/ccsrc/utils/checkpoint.proto,
+confirmed against ``mindspore.train.checkpoint_pb2`` of MindSpore 2.10)::
+
+    message Checkpoint { repeated Value value = 1; }
+    message Value      { string tag = 1; TensorProto tensor = 2; MapTensorProto maptensor = 3; }
+    message TensorProto { repeated int64 dims = 1; string tensor_type = 2; bytes tensor_content = 3; }
+
+so on disk it is a run of ``0x0A <varint len> Value`` records. ``save_checkpoint`` writes each
+Value as its own ``Checkpoint`` (concatenated messages merge), dims unpacked (``0x08 <varint>``),
+``tensor_type`` as ``"Float32"``/``"BFloat16"``/..., and splits a tensor over 512 MiB into
+consecutive Values with the same tag and full dims (``load_checkpoint`` joins them). With
+``crc_check=True`` the file ends in ``b"crc_num"`` + 10 big-endian bytes. ``append_dict``
+strings are ``tensor_type "str"`` (UCS-4 bytes, dims [0]); numbers are 0-d tensors.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .base import ITEM_SIZE, STORAGE, TensorMeta
+from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel
+
+TYPE_NAMES = {"fp64": "Float64", "fp32": "Float32", "fp16": "Float16", "bf16": "BFloat16", "int64": "Int64",
+              "int32": "Int32", "int16": "Int16", "int8": "Int8", "uint8": "UInt8", "bool": "Bool"}
+DTYPES = {type_name: dtype for dtype, type_name in TYPE_NAMES.items()}
+SLICE_BYTES = 512 * 1024 * 1024          # serialization.SLICE_SIZE (KiB) * 1024
+CRC_TRAILER = 17                         # b"crc_num" + 10 bytes
+_FIX = "the file is truncated, encrypted or not a MindSpore .ckpt: re-save it with mindspore.save_checkpoint"
+_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
+
+
+# ----------------------------------------------------------------------------- protobuf wire format
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def _key(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
+
+
+def _bytes_field(field: int, payload: bytes) -> bytes:
+    return _key(field, _BYTES) + varint(len(payload)) + payload
+
+
+def value_prefix(meta: TensorMeta, content_length: int) -> bytes:
+    """Everything of one ``Checkpoint.value`` record up to its ``tensor_content`` bytes."""
+    tensor_head = b"".join(_key(1, _VARINT) + varint(dim) for dim in meta.shape)
+    tensor_head += _bytes_field(2, TYPE_NAMES[meta.dtype].encode()) + _key(3, _BYTES) + varint(content_length)
+    tensor_length = len(tensor_head) + content_length
+    value_head = _bytes_field(1, meta.name.encode("utf-8")) + _key(2, _BYTES) + varint(tensor_length) + tensor_head
+    return _key(1, _BYTES) + varint(len(value_head) + content_length) + value_head
+
+
+# ----------------------------------------------------------------------------- writing
+
+class MindSporeCkptWriter(StreamingSink):
+    """Streams tensors into a ``.ckpt`` that ``mindspore.load_checkpoint`` reads (same slicing)."""
+
+    def __init__(self, path: Path | str, metas: list[TensorMeta]):
+        super().__init__(path, metas)
+        self._partial = PartialFile(self.path)
+
+    def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        if flat.size == 0:
+            self._partial.handle.write(value_prefix(meta, 0))
+            return
+        for start in range(0, flat.size, SLICE_BYTES):
+            piece = flat[start:start + SLICE_BYTES]
+            self._partial.handle.write(value_prefix(meta, piece.size))
+            self._partial.write_array(piece)
+
+    def _commit(self) -> list[Path]:
+        return [self._partial.commit()]
+
+    def _discard(self) -> None:
+        self._partial.discard()
+
+
+# ----------------------------------------------------------------------------- reading
+
+class _Cursor:
+    """Reads protobuf primitives from a file between ``position`` and ``end``."""
+
+    def __init__(self, handle, path: Path, position: int, end: int):
+        self.handle, self.path, self.position, self.end = handle, path, position, end
+
+    def _fail(self, problem: str) -> InputError:
+        return InputError(str(self.path), f"{problem} at byte {self.position}", _FIX)
+
+    def varint(self) -> int:
+        self.handle.seek(self.position)
+        chunk = self.handle.read(min(10, max(self.end - self.position, 0)))
+        value = 0
+        for index, byte in enumerate(chunk):
+            value |= (byte & 0x7F) << (7 * index)
+            if byte < 0x80:
+                self.position += index + 1
+                return value
+        raise self._fail("truncated or malformed varint")
+
+    def span(self) -> tuple[int, int]:
+        """(start, length) of a length-delimited payload, skipped over."""
+        length = self.varint()
+        start = self.position
+        if start + length > self.end:
+            raise self._fail(f"record of {length} bytes runs past its end ({self.end})")
+        self.position += length
+        return start, length
+
+    def text(self) -> str:
+        start, length = self.span()
+        self.handle.seek(start)
+        return self.handle.read(length).decode("utf-8", errors="replace")
+
+    def skip(self, wire: int) -> None:
+        if wire == _VARINT:
+            self.varint()
+        elif wire == _BYTES:
+            self.span()
+        elif wire in (_FIXED64, _FIXED32):
+            self.position += 8 if wire == _FIXED64 else 4
+        else:
+            raise self._fail(f"unknown protobuf wire type {wire}")
+
+    def fields(self):
+        while self.position < self.end:
+            key = self.varint()
+            yield key >> 3, key & 7
+
+
+def _parse_tensor(cursor: _Cursor, record: dict) -> None:
+    for field, wire in cursor.fields():
+        if field == 1 and wire == _VARINT:
+            record["dims"].append(cursor.varint())
+        elif field == 1 and wire == _BYTES:                 # packed dims
+            start, length = cursor.span()
+            packed = _Cursor(cursor.handle, cursor.path, start, start + length)
+            while packed.position < packed.end:
+                record["dims"].append(packed.varint())
+        elif field == 2 and wire == _BYTES:
+            record["type"] = cursor.text()
+        elif field == 3 and wire == _BYTES:
+            record["parts"].append(cursor.span())
+        else:
+            cursor.skip(wire)
+
+
+def _parse_value(cursor: _Cursor) -> dict:
+    record: dict = {"tag": None, "dims": [], "type": None, "parts": [], "map": False}
+    for field, wire in cursor.fields():
+        if field == 1 and wire == _BYTES:
+            record["tag"] = cursor.text()
+        elif field == 2 and wire == _BYTES:
+            start, length = cursor.span()
+            _parse_tensor(_Cursor(cursor.handle, cursor.path, start, start + length), record)
+        elif field == 3 and wire == _BYTES:
+            record["map"] = True
+            cursor.skip(wire)
+        else:
+            cursor.skip(wire)
+    return record
+
+
+def parse_records(path: Path) -> list[dict]:
+    """Every ``Value`` of the file (tag, dims, tensor_type, content spans), data left unread."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        end = size
+        if size >= CRC_TRAILER:
+            handle.seek(size - CRC_TRAILER)
+            end = size - CRC_TRAILER if handle.read(7) == b"crc_num" else size
+        cursor = _Cursor(handle, path, 0, end)
+        records = []
+        for field, wire in cursor.fields():
+            if field != 1 or wire != _BYTES:
+                raise cursor._fail(f"expected a Checkpoint.value record, found field {field} wire type {wire}")
+            start, length = cursor.span()
+            records.append(_parse_value(_Cursor(handle, path, start, start + length)))
+    return records
+
+
+def _merge_slices(path: Path, records: list[dict]) -> list[dict]:
+    """Consecutive records with one tag are slices of one tensor (``_write_parameter_data``)."""
+    merged: list[dict] = []
+    for record in records:
+        if record["tag"] is None:
+            raise InputError(str(path), "a checkpoint record has no tag", _FIX)
+        if merged and merged[-1]["tag"] == record["tag"] and not record["map"]:
+            merged[-1]["parts"] += record["parts"]
+        else:
+            merged.append(record)
+    return merged
+
+
+class MindSporeCkptSource:
+    """A MindSpore ``.ckpt`` read lazily: records indexed once, tensor bytes memory-mapped.
+
+    Entries that are not tensors of a supported dtype (``append_dict`` strings, map tensors,
+    unsigned 16/32/64-bit) are left out of :meth:`metas` and listed in ``skipped`` with a reason.
+    """
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(str(self.path), "file not found", "check the path")
+        if self.path.stat().st_size == 0:
+            raise InputError(str(self.path), "empty file", _FIX)
+        self._metas: dict[str, TensorMeta] = {}
+        self._parts: dict[str, list[tuple[int, int]]] = {}
+        self.skipped: dict[str, str] = {}
+        for record in _merge_slices(self.path, parse_records(self.path)):
+            self._add(record)
+
+    def _add(self, record: dict) -> None:
+        tag, type_name = record["tag"], record["type"]
+        where = f"{self.path} [{tag}]"
+        if tag in self._metas or tag in self.skipped:
+            raise InputError(where, "tag appears twice, not as consecutive slices", _FIX)
+        if record["map"] or type_name not in DTYPES:
+            self.skipped[tag] = "map tensor" if record["map"] else f"tensor_type {type_name!r} is not a weight dtype"
+            return
+        dtype = DTYPES[type_name]
+        stored = sum(length for _, length in record["parts"])
+        dims = tuple(record["dims"])
+        if dims == (0,) and stored == ITEM_SIZE[dtype]:          # load_checkpoint: dims [0] means a scalar
+            dims = ()
+        meta = TensorMeta(tag, dims, dtype)
+        if stored != meta.nbytes:
+            raise InputError(where, f"{type_name} {list(dims)} needs {meta.nbytes} bytes, the file holds {stored}",
+                             _FIX)
+        self._metas[tag] = meta
+        self._parts[tag] = record["parts"]
+
+    def metas(self) -> dict[str, TensorMeta]:
+        return dict(self._metas)
+
+    def read(self, name: str) -> np.ndarray:
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        meta, parts = self._metas[name], self._parts[name]
+        if len(parts) <= 1:
+            offset = parts[0][0] if parts else 0
+            return mapped_array(self.path, offset, meta.shape, meta.dtype)
+        out = np.empty(numel(meta.shape), dtype=STORAGE[meta.dtype])
+        raw, position = out.view(np.uint8), 0
+        for offset, length in parts:
+            raw[position:position + length] = np.memmap(self.path, dtype=np.uint8, mode="r", offset=offset,
+                                                        shape=(length,))
+            position += length
+        return out.reshape(meta.shape)
+
+    def close(self) -> None:
+        """Nothing is held open."""
+

@@ -1,0 +1,256 @@
+"""safetensors read and written by hand: headers parsed and built here, tensor bytes memory-mapped.
+
+File layout (https://github.com/huggingface/safetensors)::
+
+    [ u64 little-endian N ][ N bytes of JSON header, space padded ][ tensor bytes ... ]
+    header = {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..],
+              "data_offsets": [begin, end]}, ...}        offsets relative to byte 8 + N
+
+A sharded checkpoint is ``model-0000K-of-0000N.safetensors`` files plus
+``model.safetensors.index.json`` = ``{"metadata": {"total_size": ..}, "weight_map": {name: file}}``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from ..errors import InputError
+from .base import TensorMeta
+from .common import PartialFile, StreamingSink, mapped_array, missing_tensor
+
+DTYPES = {"F64": "fp64", "F32": "fp32", "F16": "fp16", "BF16": "bf16", "I64": "int64", "I32": "int32",
+          "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+CODES = {name: code for code, name in DTYPES.items()}
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+MAX_HEADER = 100 * 1024 * 1024
+_FIX = "the file is truncated or not safetensors: re-download or re-convert it"
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_header(path: Path) -> tuple[dict, int]:
+    """(parsed JSON header, offset of the first tensor byte) of one ``.safetensors`` file."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise InputError(str(path), f"{size} bytes: too short for the 8-byte header length", _FIX)
+        length = int.from_bytes(prefix, "little")
+        if length > MAX_HEADER or 8 + length > size:
+            raise InputError(str(path), f"header length {length} does not fit the file's {size} bytes", _FIX)
+        raw = handle.read(length)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(str(path), f"header is not valid JSON ({error})", _FIX) from None
+    if not isinstance(header, dict):
+        raise InputError(str(path), "header is not a JSON object", _FIX)
+    return header, 8 + length
+
+
+def _entry(path: Path, name: str, entry: object, data_start: int, size: int) -> tuple[TensorMeta, int] | str:
+    """(meta, absolute byte offset) of one header entry, or the reason it is skipped."""
+    where = f"{path} [{name}]"
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise InputError(where, "header entry lacks dtype/shape/data_offsets", _FIX)
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+            and isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+        raise InputError(where, f"malformed shape {shape!r} or data_offsets {offsets!r}", _FIX)
+    if code not in DTYPES:
+        return f"dtype {code} is not supported (supported: {', '.join(DTYPES)})"
+    meta = TensorMeta(name, tuple(shape), DTYPES[code])
+    begin, end = offsets
+    if end - begin != meta.nbytes or begin < 0:
+        raise InputError(where, f"data_offsets {offsets} span {end - begin} bytes, {code} {shape} needs {meta.nbytes}",
+                         _FIX)
+    if data_start + end > size:
+        raise InputError(where, f"tensor ends at byte {data_start + end}, the file has {size}", _FIX)
+    return meta, data_start + begin
+
+
+def _index_files(index: Path) -> list[Path]:
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise InputError(str(index), f"not a safetensors index with a weight_map ({error})",
+                         "pass the index written beside the shards") from None
+    files = list(dict.fromkeys(weight_map.values()))
+    for name in files:
+        if not (index.parent / name).is_file():
+            raise InputError(str(index), f"shard {name} listed in weight_map is missing", "copy every shard beside it")
+    return [index.parent / name for name in files]
+
+
+def shard_files(path: Path) -> list[Path]:
+    """The ``.safetensors`` files behind ``path`` (a file, an index, or a folder)."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / INDEX_FILE).is_file():
+            return _index_files(path / INDEX_FILE)
+        if (path / SINGLE_FILE).is_file():
+            return [path / SINGLE_FILE]
+        files = sorted(path.glob("*.safetensors"))
+        if not files:
+            raise InputError(str(path), "no .safetensors files in this folder", "pass a checkpoint file or folder")
+        return files
+    if not path.is_file():
+        raise InputError(str(path), "file not found", "check the path")
+    return _index_files(path) if path.name.endswith(".json") else [path]
+
+
+class SafetensorsSource:
+    """One ``.safetensors`` file, or a folder / ``*.index.json`` of shards, read lazily."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.files = shard_files(self.path)
+        self._metas: dict[str, TensorMeta] = {}
+        self._where: dict[str, tuple[Path, int]] = {}
+        self.skipped: dict[str, str] = {}
+        self.metadata: dict = {}
+        for file in self.files:
+            self._scan(file)
+
+    def _scan(self, file: Path) -> None:
+        header, data_start = read_header(file)
+        size = file.stat().st_size
+        metadata = header.pop("__metadata__", None) or {}
+        self.metadata = self.metadata or dict(metadata)
+        found = []
+        for name, entry in header.items():
+            result = _entry(file, name, entry, data_start, size)
+            if isinstance(result, str):
+                self.skipped[name] = result
+                continue
+            if name in self._metas:
+                raise InputError(f"{file} [{name}]", f"tensor also in {self._where[name][0].name}",
+                                 "remove the duplicate shard")
+            found.append(result)
+        for meta, offset in sorted(found, key=lambda item: item[1]):   # file order: sequential reads
+            self._metas[meta.name] = meta
+            self._where[meta.name] = (file, offset)
+
+    def metas(self) -> dict[str, TensorMeta]:
+        return dict(self._metas)
+
+    def read(self, name: str) -> np.ndarray:
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        meta = self._metas[name]
+        file, offset = self._where[name]
+        return mapped_array(file, offset, meta.shape, meta.dtype)
+
+    def close(self) -> None:
+        """Nothing is held open: every ``read`` maps its own byte range."""
+
+
+# ----------------------------------------------------------------------------- writing
+
+def build_header(metas: Iterable[TensorMeta], metadata: dict | None = None) -> bytes:
+    """Length prefix + JSON header (padded to 8 bytes) for tensors laid out in ``metas`` order."""
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {str(key): str(value) for key, value in metadata.items()}
+    offset = 0
+    for meta in metas:
+        header[meta.name] = {"dtype": CODES[meta.dtype], "shape": list(meta.shape),
+                             "data_offsets": [offset, offset + meta.nbytes]}
+        offset += meta.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text
+
+
+def plan_shards(metas: list[TensorMeta], shard_bytes: int | None) -> list[list[TensorMeta]]:
+    """Consecutive groups of at most ``shard_bytes`` (a larger tensor gets a shard of its own)."""
+    if shard_bytes is None:
+        return [list(metas)]
+    if shard_bytes <= 0:
+        raise InputError("shard_bytes", f"{shard_bytes} is not a positive size", "pass a size in bytes")
+    groups: list[list[TensorMeta]] = [[]]
+    size = 0
+    for meta in metas:
+        if groups[-1] and size + meta.nbytes > shard_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(meta)
+        size += meta.nbytes
+    return groups
+
+
+def shard_name(index: int, count: int) -> str:
+    return f"model-{index + 1:05d}-of-{count:05d}.safetensors"
+
+
+class SafetensorsSink(StreamingSink):
+    """Streams tensors into ``path`` (one file) or, with ``shard_bytes``, into the folder ``path``
+    as ``model-0000K-of-0000N.safetensors`` + ``model.safetensors.index.json`` (written last)."""
+
+    def __init__(self, path: Path | str, metas: list[TensorMeta], shard_bytes: int | None = None,
+                 metadata: dict | None = None):
+        super().__init__(path, metas)
+        self.metadata = metadata
+        self.sharded = shard_bytes is not None
+        groups = plan_shards(self.metas, shard_bytes)
+        if self.sharded:
+            if not self.path.parent.is_dir():
+                raise InputError(str(self.path), f"folder {self.path.parent} does not exist", "create it first")
+            if self.path.exists() and not self.path.is_dir():
+                raise InputError(str(self.path), "exists and is not a folder; sharded output needs a folder",
+                                 "choose a folder path, or name the output .safetensors for a single file")
+            self._made_dir = not self.path.exists()
+            self.path.mkdir(exist_ok=True)
+            targets = [self.path / shard_name(i, len(groups)) for i in range(len(groups))]
+        else:
+            targets = [self.path]
+        self._plan = list(zip(targets, groups))
+        self._done: list[PartialFile] = []
+        self._committed: list[Path] = []
+        self._current: PartialFile | None = None
+        self._left = 0                      # tensors still due in the current shard
+        if not self.metas:
+            self._open_next()
+
+    def _open_next(self) -> None:
+        if self._current is not None:
+            self._current.close()
+        target, group = self._plan[len(self._done)]
+        self._current = PartialFile(target)
+        self._done.append(self._current)
+        self._current.handle.write(build_header(group, self.metadata))
+        self._left = len(group)
+
+    def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
+        while self._left == 0:
+            self._open_next()
+        self._current.write_array(array)
+        self._left -= 1
+
+    def _commit(self) -> list[Path]:
+        while len(self._done) < len(self._plan):       # trailing empty shards (none in practice)
+            self._open_next()
+        files = self._committed
+        for partial in self._done:
+            files.append(partial.commit())
+        if self.sharded:
+            weight_map = {meta.name: target.name for target, group in self._plan for meta in group}
+            index = {"metadata": {"total_size": sum(meta.nbytes for meta in self.metas)}, "weight_map": weight_map}
+            partial = PartialFile(self.path / INDEX_FILE)
+            self._done.append(partial)
+            partial.handle.write(json.dumps(index, indent=2).encode("utf-8"))
+            files.append(partial.commit())
+        return list(files)
+
+    def _discard(self) -> None:
+        for partial in self._done:
+            partial.discard()
+        for path in self._committed:          # a commit that failed half way: remove what it renamed
+            path.unlink(missing_ok=True)
+        if self.sharded and getattr(self, "_made_dir", False) and not any(self.path.iterdir()):
+            self.path.rmdir()
+
