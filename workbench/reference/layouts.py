@@ -114,3 +114,51 @@ def interleave_rows(gate: Any, up: Any) -> Any:
 def deinterleave_rows(fused: Any) -> tuple[Any, Any]:
     """Inverse of :func:`interleave_rows`: ``[g0 u0 g1 u1 ...]`` -> (gate, up), each a fresh copy."""
     return _copy(fused[..., 0::2, :]), _copy(fused[..., 1::2, :])
+
+
+# ----------------------------------------------------------------------------- plain row blocks
+
+def fuse_row_blocks(parts: list) -> Any:
+    """Plain row blocks ``cat(parts, 0)``: older MindFormers ``w_qkv`` = ``[Q; K; V]``, Megatron ``linear_fc1``::
+
+        parts: Q [nh·d, h], K [ng·d, h], V [ng·d, h]
+        ->  rows [ Q (nh·d rows) | K (ng·d rows) | V (ng·d rows) ]       (no per-group interleave)
+    """
+    return _concat(list(parts), 0)
+
+
+def split_row_blocks(fused: Any, rows: list[int]) -> list:
+    """Inverse of :func:`fuse_row_blocks`: consecutive blocks of ``rows[k]`` rows each."""
+    if sum(rows) != fused.shape[0]:
+        raise ValueError(f"row blocks {rows} do not add up to {fused.shape[0]} rows")
+    out, start = [], 0
+    for count in rows:
+        out.append(fused[start:start + count])
+        start += count
+    return out
+
+
+# ----------------------------------------------------------------------------- RoPE q/k permute
+
+def rope_halves_to_pairs(weight: Any, num_heads: int) -> Any:
+    """HF / Megatron (rotate-half) q or k rows -> Meta (interleaved pairs) rows, per head::
+
+        head rows, HF:    [ x0 x1 x2 x3 | y0 y1 y2 y3 ]      first half x, second half y (d = 8)
+        head rows, Meta:  [ x0 y0 x1 y1 x2 y2 x3 y3 ]        rotation pairs adjacent
+
+    The inverse of ``permute`` in HF ``convert_llama_weights_to_hf.py``; ``num_heads`` is the
+    query heads for q and the kv heads for k. Weights [n·d, h] and biases [n·d] alike.
+    """
+    rest = tuple(weight.shape[1:])
+    half = weight.shape[0] // num_heads // 2
+    return _copy(weight.reshape(num_heads, 2, half, *rest).swapaxes(1, 2)).reshape(weight.shape)
+
+
+def rope_pairs_to_halves(weight: Any, num_heads: int) -> Any:
+    """Inverse of :func:`rope_halves_to_pairs` (Meta -> HF, HF's ``permute``)::
+
+        [ x0 y0 x1 y1 x2 y2 x3 y3 ]  ->  [ x0 x1 x2 x3 | y0 y1 y2 y3 ]
+    """
+    rest = tuple(weight.shape[1:])
+    half = weight.shape[0] // num_heads // 2
+    return _copy(weight.reshape(num_heads, half, 2, *rest).swapaxes(1, 2)).reshape(weight.shape)

@@ -1,0 +1,65 @@
+"""The hub: the canonical logical tensor names every format maps to (``converters/_hub.yaml``).
+
+Each entry gives the default shape in parameters and which layers hold it (``dense`` MLP layers,
+``moe`` layers, or ``all``). The hub order is the output order of every conversion plan.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import InputError, location
+from ..knowledge import knowledge_dir
+from ..yamlio import YamlDoc, load_yaml
+from .arch import LogicalTensor
+from .expr import ExprError, parse
+from .model_params import PARAM_NAMES
+from .templates import Template, TemplateError
+
+HUB_FILE = "_hub.yaml"
+LAYER_SETS = ("all", "dense", "moe")
+
+
+def hub_path(folder: Path | None = None) -> Path:
+    return (folder or knowledge_dir("converters")) / HUB_FILE
+
+
+@lru_cache(maxsize=8)
+def load_hub(path: Path) -> dict[str, LogicalTensor]:
+    """Hub template text -> LogicalTensor, in file order; malformed entries raise InputError."""
+    doc = load_yaml(path)
+    entries = doc.get("hub", None)
+    if not isinstance(entries, dict) or not entries:
+        raise InputError(location(path, doc.lines.get("hub"), "hub"), "expected a mapping 'hub:' of logical names",
+                         "write hub: {embed: {shape: [vocab, hidden]}, ...}")
+    return {name: _entry(doc, name, value, order) for order, (name, value) in enumerate(entries.items())}
+
+
+def _entry(doc: YamlDoc, name: str, value: object, order: int) -> LogicalTensor:
+    key = f"hub.{name}"
+    where = location(doc.path, doc.lines.get(key), key)
+    if not isinstance(value, dict) or "shape" not in value:
+        raise InputError(where, f"expected {{shape: [...], layers: all|dense|moe}}, found {value!r}",
+                         "give the tensor's shape in parameters")
+    unknown = sorted(set(value) - {"shape", "layers", "note"})
+    if unknown:
+        raise InputError(where, f"unknown field(s) {', '.join(unknown)}", "use shape, layers, note")
+    try:
+        template = Template.parse(name)
+    except TemplateError as error:
+        raise InputError(where, str(error), "fix the logical name") from None
+    layers = value.get("layers", "all")
+    if layers not in LAYER_SETS:
+        raise InputError(where, f"layers: {layers!r} is not one of {', '.join(LAYER_SETS)}", "fix 'layers'")
+    return LogicalTensor(template, parse_shape(value["shape"], where), layers, order)
+
+
+def parse_shape(value: object, where: str, known: frozenset[str] = PARAM_NAMES) -> tuple:
+    """``[num_heads*head_dim, hidden]`` -> tuple of Expr; one-line InputError otherwise."""
+    if not isinstance(value, list) or not value:
+        raise InputError(where, f"a shape must be a non-empty list of sizes, found {value!r}",
+                         "write e.g. [num_heads*head_dim, hidden]")
+    try:
+        return tuple(parse(item, known) for item in value)
+    except ExprError as error:
+        raise InputError(where, f"bad shape: {error}", "use integers, parameter names, + and *") from None

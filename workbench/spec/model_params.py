@@ -1,0 +1,95 @@
+"""The size parameters a converter spec is written in, and where a user finds each one.
+
+``PARAMS`` is the single list of names a shape expression in ``converters/*.yaml`` may use;
+each comes with the config keys that settle it (named in errors when shapes alone cannot).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+# name -> (meaning, how to settle it: HF config.json / Megatron / MindFormers)
+PARAMS: dict[str, tuple[str, str]] = {
+    "num_layers": ("transformer layers", "num_hidden_layers / --num-layers / model_config.num_layers"),
+    "hidden": ("hidden size", "hidden_size / --hidden-size / model_config.hidden_size"),
+    "vocab": ("embedding rows (padded vocabulary)", "vocab_size / --padded-vocab-size / model_config.vocab_size"),
+    "num_heads": ("query heads", "num_attention_heads / --num-attention-heads / model_config.num_heads"),
+    "num_kv_heads": ("key/value heads (query groups)",
+                     "num_key_value_heads / --num-query-groups / model_config.n_kv_heads"),
+    "head_dim": ("head dimension", "head_dim / --kv-channels / model_config.head_dim"),
+    "ffn": ("dense MLP intermediate size", "intermediate_size / --ffn-hidden-size / model_config.intermediate_size"),
+    "num_experts": ("routed experts", "num_local_experts or n_routed_experts / --num-experts / moe_config.expert_num"),
+    "moe_ffn": ("routed expert intermediate size",
+                "moe_intermediate_size (Mixtral: intermediate_size) / --moe-ffn-hidden-size / moe_ffn_hidden_size"),
+    "shared_ffn": ("shared expert intermediate size",
+                   "n_shared_experts*moe_intermediate_size / --moe-shared-expert-intermediate-size / "
+                   "moe_shared_expert_intermediate_size"),
+    "first_dense_layers": ("leading dense (non-MoE) layers", "first_k_dense_replace / --moe-layer-freq / "
+                                                             "first_k_dense_replace"),
+    "q_lora_rank": ("MLA query compression rank", "q_lora_rank / --q-lora-rank / q_lora_rank"),
+    "kv_lora_rank": ("MLA key/value compression rank", "kv_lora_rank / --kv-lora-rank / kv_lora_rank"),
+    "qk_nope_dim": ("MLA q/k head dim without RoPE", "qk_nope_head_dim / --qk-head-dim / qk_nope_head_dim"),
+    "qk_rope_dim": ("MLA q/k RoPE head dim", "qk_rope_head_dim / --qk-pos-emb-head-dim / qk_rope_head_dim"),
+    "v_head_dim": ("MLA value head dim", "v_head_dim / --v-head-dim / v_head_dim"),
+}
+COUNTED = ("num_layers", "num_experts", "first_dense_layers")   # found by counting name indices
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """Sizes of one model; 0 = not used by the architecture."""
+
+    num_layers: int = 0
+    hidden: int = 0
+    vocab: int = 0
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    ffn: int = 0
+    num_experts: int = 0
+    moe_ffn: int = 0
+    shared_ffn: int = 0
+    first_dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+
+    def env(self) -> dict[str, int]:
+        """name -> value, for evaluating shape expressions."""
+        return asdict(self)
+
+    def with_values(self, **values: int) -> "ModelParams":
+        return replace(self, **values)
+
+    @staticmethod
+    def from_dict(values: dict[str, Any]) -> "ModelParams":
+        known = {f.name for f in fields(ModelParams)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model parameter(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return ModelParams(**{name: int(value) for name, value in values.items()})
+
+    def dense_layers(self) -> range:
+        """Layers with a dense MLP: all without experts, else the first ``first_dense_layers``."""
+        return range(self.num_layers) if not self.num_experts else range(min(self.first_dense_layers, self.num_layers))
+
+    def moe_layers(self) -> range:
+        return range(self.first_dense_layers, self.num_layers) if self.num_experts else range(0)
+
+    def layers(self, layer_set: str) -> range:
+        if layer_set == "dense":
+            return self.dense_layers()
+        if layer_set == "moe":
+            return self.moe_layers()
+        return range(self.num_layers)
+
+
+PARAM_NAMES = frozenset(PARAMS)
+assert PARAM_NAMES == {f.name for f in fields(ModelParams)}
+
+
+def settle_hint(name: str) -> str:
+    meaning, keys = PARAMS[name]
+    return f"{name} ({meaning}): {keys}"
