@@ -13,12 +13,13 @@ import sys
 from .. import __version__
 from ..errors import InputError
 
-SUBCOMMANDS = ("checklist",)
+SUBCOMMANDS = ("checklist", "convert", "weights")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
   workbench checklist train.log run.yaml --format md --out checklist.md
-  workbench checklist --help
+  workbench convert hf_llama/ llama.ckpt --to mindformers --verify
+  workbench weights diff megatron_ckpt/ llama.ckpt
 """
 
 

@@ -1,0 +1,1 @@
+"""Conversion plans executed one tensor at a time, verification, and checkpoint diff."""
