@@ -21,7 +21,7 @@ def test_hf_model_loaded_from_the_export_gives_the_same_logits(family, tmp_path)
     config = FAMILIES[family]
     reference = torch_model.build_model(config, PrecisionConfig(), seed=11)
     save_hf_safetensors(reference.state_dict(), config, tmp_path / "hf")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32)
     hf.eval()
     assert hf.config.model_type == family
     tokens = torch.from_numpy(synthetic_batches(config, 1, micro_batch_size=2, seed=5)[0]["tokens"])
