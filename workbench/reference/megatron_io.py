@@ -166,16 +166,21 @@ def shard_grouped_qkv(qkv: Any, num_groups: int, tensor_parallel: int, name: str
 
 
 def shard_rule(name: str, model: ModelConfig) -> Callable[[Any, int], list]:
-    """Which transform splits parameter ``name`` across tensor-parallel ranks (default: replicate)."""
-    if name in ("embedding.word_embeddings.weight", "output_layer.weight"):
-        return lambda t, tp: shard_rows(t, tp, name)
-    if ".self_attention.linear_qkv." in name:
-        return lambda t, tp: shard_grouped_qkv(t, model.num_kv_heads, tp, name)
-    if name.endswith(("linear_fc1.weight", "linear_fc1.bias")):
-        return lambda t, tp: shard_gate_up(t, tp, name)
-    if name.endswith(("linear_proj.weight", "linear_fc2.weight")):
-        return lambda t, tp: shard_columns(t, tp, name)
-    return replicate
+    """How parameter ``name`` splits across tensor-parallel ranks: the rule that
+    ``converters/megatron_parallel.yaml`` declares for merging it (one source of truth)."""
+    from types import SimpleNamespace
+
+    from ..tensors.megatron_rules import megatron_parallel_rules, rule_for
+
+    rule = rule_for(name, megatron_parallel_rules(), SimpleNamespace(swiglu=True)).rule
+    if rule == "column" and ".self_attention.linear_qkv." in name:
+        return lambda t, tp: shard_grouped_qkv(t, model.num_kv_heads, tp, name)  # whole query groups per rank
+    splitters = {"column": lambda t, tp: shard_rows(t, tp, name), "row": lambda t, tp: shard_columns(t, tp, name),
+                 "gate_up": lambda t, tp: shard_gate_up(t, tp, name), "replicated": replicate}
+    if rule not in splitters:
+        raise InputError(name, f"tensor-parallel rule {rule!r} cannot be written by the reference checkpoint writer",
+                         "save this checkpoint without tensor parallelism")
+    return splitters[rule]
 
 
 def shard_tensor_parallel(state_dict: dict, model: ModelConfig, tensor_parallel: int) -> list[dict]:
