@@ -157,3 +157,38 @@ def test_real_deepseek_v3_round_trips_through_mindformers_mcore(tmp_path):
                  "--from", "mindformers_mcore", "--config", str(tmp_path / "hf" / "config.json")]) == 0
     assert main(["weights", "diff", str(tmp_path / "hf"), str(tmp_path / "back"), "--arch", "deepseek_v3",
                  "--format", "csv"]) == 0
+
+
+def test_pad_vocab_to_adds_zero_rows(tmp_path):
+    config = ModelConfig()
+    state = torch_model.build_model(config, PrecisionConfig(), seed=2).state_dict()
+    save_hf_safetensors(state, config, tmp_path / "hf")
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "mf.ckpt"), "--to", "mindformers",
+                 "--pad-vocab-to", "144", "--verify"]) == 0
+    import mindspore as ms
+
+    loaded = {name: value.asnumpy() for name, value in ms.load_checkpoint(str(tmp_path / "mf.ckpt")).items()}
+    for name, source in (("model.tok_embeddings.embedding_weight", "embedding.word_embeddings.weight"),
+                         ("lm_head.weight", "output_layer.weight")):
+        assert loaded[name].shape == (144, config.hidden_size)
+        np.testing.assert_array_equal(loaded[name][:config.vocab_size], state[source].numpy())
+        assert not loaded[name][config.vocab_size:].any()
+
+
+def test_unmapped_source_tensor_is_named_or_skipped_on_request(tmp_path, capsys):
+    from safetensors.torch import save_file
+
+    config = ModelConfig()
+    state = torch_model.build_model(config, PrecisionConfig(), seed=2).state_dict()
+    save_hf_safetensors(state, config, tmp_path / "hf")
+    extra = tmp_path / "hf" / "model.safetensors"
+    from safetensors.torch import load_file
+    tensors = load_file(extra)
+    tensors["model.layers.0.self_attn.surprise.weight"] = torch.zeros(2, 2)
+    save_file(tensors, extra)
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "a.ckpt"), "--to", "mindformers"]) == 2
+    error = capsys.readouterr().err
+    assert "model.layers.0.self_attn.surprise.weight" in error and not (tmp_path / "a.ckpt").exists()
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "b.ckpt"), "--to", "mindformers",
+                 "--allow-unmapped"]) == 0
+    assert "skipped 1 unmapped source tensors: model.layers.0.self_attn.surprise.weight" in capsys.readouterr().err

@@ -69,7 +69,7 @@ class DescribedSource:
 
 
 def describe_source(path: Path | str, arch: str | None = None, source_format: str | None = None,
-                    config: Path | None = None) -> DescribedSource:
+                    config: Path | None = None, allow_unmapped: bool = False) -> DescribedSource:
     """Open a checkpoint and settle its architecture, format and shape parameters from headers only.
 
     Shape parameters come from ``config`` when given, else from a config the checkpoint carries
@@ -82,10 +82,10 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     source = open_source(path)
     try:
         metas = source.metas()
-        arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas)))
+        arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped))
         framework = CONTAINER_FRAMEWORK.get(type(source).__name__)
         candidates = spec.formats_for(arch_spec, framework) if framework and not source_format else None
-        fmt = source_format or spec.detect_format(metas, arch_spec, candidates)
+        fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
         given = spec.params_from_config(config) if config else _carried_params(path, framework)
         return DescribedSource(source, arch_spec, fmt, given)
     except BaseException:
@@ -109,7 +109,8 @@ def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
     from .. import spec
 
-    described = describe_source(source_path, options.arch, options.source_format, options.config)
+    described = describe_source(source_path, options.arch, options.source_format, options.config,
+                                options.allow_unmapped)
     try:
         plan = spec.build_plan(described.source.metas(), described.format, options.to, described.arch,
                                described.params, target_dtype=options.dtype, pad_vocab_to=options.pad_vocab_to,

@@ -57,8 +57,13 @@ def formats_for(arch: ArchSpec, framework: str) -> list[str]:
     return [fmt for fmt in arch.formats if fmt == framework or fmt.startswith(framework + "_")]
 
 
-def _best(fits: list[FormatFit]) -> list[FormatFit]:
+def _best(fits: list[FormatFit], allow_unmatched: bool = False) -> list[FormatFit]:
+    """Fits that match every name (fewest unused rules first). ``allow_unmatched`` (the user passed
+    --allow-unmapped): if none matches every name, the fits with the most matches and fewest extras."""
     good = [fit for fit in fits if fit.fits]
+    if not good and allow_unmatched and any(fit.matched for fit in fits):
+        top = max((fit.matched, -len(fit.unmatched)) for fit in fits)
+        good = [fit for fit in fits if (fit.matched, -len(fit.unmatched)) == top]
     if not good:
         return []
     least = min(fit.unused_rules for fit in good)
@@ -66,7 +71,7 @@ def _best(fits: list[FormatFit]) -> list[FormatFit]:
 
 
 def detect_format(names: Iterable[str] | Mapping[str, TensorMeta], arch: ArchSpec,
-                  candidates: Iterable[str] | None = None) -> str:
+                  candidates: Iterable[str] | None = None, allow_unmatched: bool = False) -> str:
     """The one format of ``arch`` these names are; InputError when none or several fit.
 
     Given metas (name -> TensorMeta) instead of names, formats whose names tie are told apart by
@@ -76,7 +81,7 @@ def detect_format(names: Iterable[str] | Mapping[str, TensorMeta], arch: ArchSpe
     metas = names if isinstance(names, Mapping) else None
     names = list(names)
     fits = format_fits(names, arch, candidates)
-    best = _best(fits)
+    best = _best(fits, allow_unmatched)
     if len(best) > 1 and metas is not None:
         best = [fit for fit in best if shapes_consistent(metas, fit.format, arch)] or best
     if len(best) == 1:
@@ -91,7 +96,7 @@ def detect_format(names: Iterable[str] | Mapping[str, TensorMeta], arch: ArchSpe
                      f"name the format explicitly: {notes}")
 
 
-def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None) -> str:
+def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None, allow_unmatched: bool = False) -> str:
     """The one architecture whose formats fit these names best; InputError when none or several."""
     names = list(names)
     skeletons = [skeleton_of(name) for name in names]
@@ -101,9 +106,9 @@ def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None) -> str
         arch = load_arch(arch_name)
         fits = format_fits(names, arch, skeletons=skeletons)
         all_fits += fits
-        best = _best(fits)
+        best = _best(fits, allow_unmatched)
         if best:
-            ranked.append((best[0].unused_rules, arch_name, [fit.format for fit in best]))
+            ranked.append(((len(best[0].unmatched), best[0].unused_rules), arch_name, [fit.format for fit in best]))
     if not ranked:
         closest = max(all_fits, key=lambda fit: fit.matched - len(fit.unmatched)) if all_fits else None
         raise InputError(f"{len(names)} tensor names", "no converter spec matches every name"
