@@ -6,7 +6,7 @@ from itertools import product
 
 import pytest
 
-from conftest import fixtures_dir
+from workbench_testing import fixtures_dir
 from workbench.audit.engine import run_checklist
 from workbench.audit.rules import VERDICTS
 from workbench.report.checklist_render import to_html, to_json, to_markdown

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS, ROOT
+from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS, ROOT
 from workbench.cli.main import main
 
 

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT
+from workbench_testing import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,7 @@ def test_config_file_and_bad_inputs(tmp_path, capsys):
 
 
 def test_reference_configs_from_the_example_pair_describe_the_same_run():
-    from conftest import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
+    from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
     from workbench.reference.from_canonical import configs_from_file
 
     model_m, train_m = configs_from_file(EXAMPLE_MEGATRON, "megatron", steps=5)
@@ -109,7 +109,7 @@ def test_reference_configs_from_the_example_pair_describe_the_same_run():
 
 
 def test_configs_from_a_config_that_leaves_values_open_name_them():
-    from conftest import fixtures_dir
+    from workbench_testing import fixtures_dir
     from workbench.errors import InputError
     from workbench.reference.from_canonical import configs_from_file
 

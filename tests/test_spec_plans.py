@@ -265,7 +265,7 @@ def test_params_from_deepseek_hf_config():
 
 
 def test_params_from_megatron_and_mindformers_configs():
-    from conftest import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
+    from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
 
     expected = {"num_layers": 2, "hidden": 64, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "ffn": 176,
                 "vocab": 128}
@@ -274,7 +274,7 @@ def test_params_from_megatron_and_mindformers_configs():
 
 
 def test_params_from_shared_fixture_configs():
-    from conftest import fixtures_dir
+    from workbench_testing import fixtures_dir
 
     folder = fixtures_dir("configs")
     mixtral = spec.params_from_config(folder / "mindformers" / "legacy_moe_mixtral_pretrain_mixtral-8x7b.yaml")

@@ -1,4 +1,5 @@
-"""Shared test helpers: the fixtures folder beside the checkout, and the example pair."""
+"""Shared test helpers (imported as `workbench_testing`, a name no test folder shadows): the fixtures
+folder beside the checkout, and the example pair."""
 from __future__ import annotations
 
 from pathlib import Path
