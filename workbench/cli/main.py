@@ -13,7 +13,7 @@ import sys
 from .. import __version__
 from ..errors import InputError
 
-SUBCOMMANDS = ("checklist", "convert", "weights")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
