@@ -22,6 +22,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
+from ..replay.contracts import input_ids_from_megatron  # noqa: F401  (one implementation, re-exported)
 from .artifacts import save_grads  # noqa: F401  (re-exported)
 from .config import TrainConfig, with_changes
 from .mindformers_log import MindFormersLogWriter
@@ -40,19 +41,6 @@ class StepResult:
     grads: dict[str, np.ndarray] | None = field(default=None, repr=False)
     elapsed_s: float = 0.0
     step: int = 0
-
-
-def input_ids_from_megatron(tokens: np.ndarray, labels: np.ndarray, loss_mask: np.ndarray,
-                            ignore_id: int = IGNORE_TOKEN_ID) -> tuple[np.ndarray, np.ndarray]:
-    """Megatron (tokens, labels, loss_mask) [b, s] -> legacy MindFormers (input_ids, labels) [b, s+1].
-
-    ``input_ids = tokens ⊕ labels[:, -1:]``; the returned labels equal input_ids with ``ignore_id``
-    wherever loss_mask == 0 (column 0 is never read: the model uses ``labels[:, 1:]``).
-    """
-    input_ids = np.concatenate([tokens, labels[:, -1:]], axis=1).astype(np.int32)
-    full_labels = np.concatenate([tokens[:, :1], labels], axis=1).astype(np.int32)
-    full_labels[:, 1:][np.asarray(loss_mask) == 0] = ignore_id
-    return input_ids, full_labels
 
 
 def split_weight_decay(model: nn.Cell) -> tuple[list[Parameter], list[Parameter]]:
