@@ -26,11 +26,11 @@ inside the functions.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..report.output import atomic_path, write_text_atomic
 from .config import ModelConfig
 from .layouts import split_gate_up, split_grouped_qkv
 
@@ -169,15 +169,12 @@ def plan_shards(tensors: dict, shard_bytes: int) -> list[list[str]]:
 def _write_safetensors(tensors: dict, path: Path) -> None:
     from safetensors.torch import save_file
 
-    temporary = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(temporary), metadata={"format": "pt"})
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:
+        save_file(tensors, str(temporary), metadata={"format": "pt"})
 
 
 def _write_json(payload: dict, path: Path) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def _dtype_name(tensors: dict) -> str:

@@ -22,7 +22,6 @@ torch is imported inside the functions (this module imports without it).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -248,10 +247,11 @@ def _layout_args(args: argparse.Namespace, tensor_parallel: int, pipeline_parall
 
 def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     """``write`` a temporary file beside ``path``, then rename it into place."""
+    from ..report.output import atomic_path
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    write(temporary)
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:
+        write(temporary)
 
 
 def save_megatron_legacy(state_dict: dict, model: ModelConfig, root: Path, iteration: int = 0,

@@ -35,12 +35,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
 import numpy as np
 
+from ..report.output import atomic_path, write_text_atomic
 from .layout import Layout, load_knowledge
 
 FIELDS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
@@ -91,30 +91,17 @@ def save_npy_atomic(path: Path, array: np.ndarray) -> dict:
     bytes ``np.save`` wrote), so the data is not serialised twice.
     """
     array = np.require(array, requirements="C")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w+b") as out:
-            np.lib.format.write_array(out, array, allow_pickle=False)
-            size = out.tell()
-            out.seek(0)
-            digest = hashlib.sha256(out.read(size - array.nbytes))
+    with atomic_path(path) as temporary, open(temporary, "w+b") as out:
+        np.lib.format.write_array(out, array, allow_pickle=False)
+        size = out.tell()
+        out.seek(0)
+        digest = hashlib.sha256(out.read(size - array.nbytes))
         digest.update(memoryview(array.reshape(-1).view(np.uint8)) if array.size else b"")
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
     return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest.hexdigest(), "bytes": size}
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    write_text_atomic(path, json.dumps(data, indent=1))
 
 
 class BatchCapture:
