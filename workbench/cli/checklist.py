@@ -11,12 +11,11 @@ EXAMPLES = """examples:
   workbench checklist train_rank0.log run_llama.yaml --format json --out checklist.json
   workbench checklist iter_0001000/ run_llama.yaml --format html --out checklist.html --plot-lr lr.png
   workbench checklist gpt_config.yaml run_qwen3.yaml --hardware cross --strict
-
-MEGATRON is auto-detected: a launch script (MindSpeed multi-line variables or bash arrays),
+"""
+DETAILS = """MEGATRON is auto-detected: a launch script (MindSpeed multi-line variables or bash arrays),
 a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments,
 or a checkpoint (model_optim_rng.pt, an iter_* folder, or a checkpoint root).
-Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input.
-"""
+Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input."""
 FORMATS = ("table", "md", "json", "html")
 SUFFIX_FORMATS = {".md": "md", ".json": "json", ".html": "html", ".htm": "html"}
 
@@ -25,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "checklist", help="audit a Megatron config and a MindFormers config against the accuracy CheckList",
         description="Audit a Megatron-LM / MindSpeed-LLM config and a MindFormers yaml against the accuracy "
-                    "CheckList: every value with where it came from, and a verdict per item.",
+                    "CheckList: every value with where it came from, and a verdict per item.\n\n" + DETAILS,
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("megatron", type=Path, help="Megatron config: launch script, log, yaml, json or checkpoint")
     parser.add_argument("mindformers", type=Path, help="MindFormers training yaml")

@@ -11,17 +11,16 @@ EXAMPLES = """examples:
   workbench convert megatron_ckpt/ llama.ckpt --to mindformers --config pretrain_llama2_7b.sh
   workbench convert llama.ckpt hf_out/ --to hf --arch llama
   workbench convert hf_qwen3/ qwen3_mcore/ --to mindformers_mcore --pad-vocab-to 152064 --workers 4
-
-SRC: HF safetensors (file, folder, sharded index), HF .bin, a Megatron legacy checkpoint (TP/PP
+"""
+DETAILS = """SRC: HF safetensors (file, folder, sharded index), HF .bin, a Megatron legacy checkpoint (TP/PP
 shards are merged), a MindSpore .ckpt or safetensors. DST by suffix: .ckpt (MindSpore), .safetensors,
 or a folder (sharded safetensors + index). Formats: hf, megatron, mindformers, mindformers_qkv_concat,
-mindformers_mcore (see converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written.
-"""
+mindformers_mcore (see converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("convert", help="convert a checkpoint between HF, Megatron and MindFormers formats",
-                                   description=__doc__, epilog=EXAMPLES,
+                                   description=__doc__.replace("``", "") + "\n\n" + DETAILS, epilog=EXAMPLES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", type=Path)
     parser.add_argument("destination", type=Path)

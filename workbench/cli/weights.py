@@ -9,18 +9,18 @@ EXAMPLES = """examples:
   workbench weights diff megatron_ckpt/ converted.ckpt
   workbench weights diff step0.ckpt step100.ckpt --format csv --out weights.csv
   workbench weights diff hf_llama/ mf.ckpt --atol 1e-3 --format md
-
-Columns: name, status (match / mismatch / shape mismatch / only in A / only in B), shapes,
-dtypes, numel, cosine, l2_diff, max_abs_diff, rel_diff (= l2_diff / l2(A)).
-Exit 0 when every tensor matches (exactly, or within --atol/--rtol), 1 otherwise, 2 bad input.
 """
+DETAILS = """Columns: name, status (match / mismatch / shape mismatch / only in A / only in B), shapes,
+dtypes, numel, cosine, l2_diff, max_abs_diff, rel_diff (= l2_diff / l2(A)).
+Exit 0 when every tensor matches (exactly, or within --atol/--rtol), 1 otherwise, 2 bad input."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("weights", help="checkpoint tools: diff")
+    parser = subparsers.add_parser("weights", help="checkpoint tools: diff", epilog=EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="weights_command", metavar="COMMAND", required=True)
     diff = commands.add_parser("diff", help="compare two checkpoints of any supported formats",
-                               description=__doc__, epilog=EXAMPLES,
+                               description=__doc__.replace("``", "") + "\n\n" + DETAILS, epilog=EXAMPLES,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     diff.add_argument("a", type=Path)
     diff.add_argument("b", type=Path)
