@@ -1,27 +1,10 @@
 """Write the reference model as a Hugging Face folder: safetensors weights + ``config.json``.
 
-Input: a full (unsharded) state dict with Megatron-core local-spec names. Output names:
-
-==============================================  ============================================
-Megatron                                         Hugging Face (Llama / Qwen2 / Qwen3 / Mixtral)
-==============================================  ============================================
-embedding.word_embeddings.weight                 model.embed_tokens.weight
-decoder.layers.N.input_layernorm.weight          model.layers.N.input_layernorm.weight
-...self_attention.linear_qkv.weight (+bias)      ...self_attn.{q,k,v}_proj.weight (+bias, Qwen2)
-...self_attention.{q,k}_layernorm.weight         ...self_attn.{q,k}_norm.weight (Qwen3)
-...self_attention.linear_proj.weight             ...self_attn.o_proj.weight
-decoder.layers.N.pre_mlp_layernorm.weight        model.layers.N.post_attention_layernorm.weight
-...mlp.linear_fc1.weight = [gate; up]            ...mlp.{gate,up}_proj.weight
-...mlp.linear_fc2.weight                         ...mlp.down_proj.weight
-...mlp.router.weight                             ...block_sparse_moe.gate.weight (Mixtral)
-...mlp.experts.local_experts.E.linear_fc1/2      ...block_sparse_moe.experts.E.{w1,w3}/w2
-decoder.final_layernorm.weight                   model.norm.weight
-output_layer.weight                              lm_head.weight
-==============================================  ============================================
-
-The fused layouts are split by :mod:`workbench.reference.layouts`. This is the fixed reference
-writer; the general, spec-driven converter lives elsewhere. torch and safetensors are imported
-inside the functions.
+Input: a full (unsharded) state dict with Megatron-core local-spec names. The names and layouts
+come from the converter specs (``converters/<family>.yaml``, formats ``megatron`` -> ``hf``): one
+mapping for the project, checked against real ``transformers`` models by tests/test_reference_hf.py.
+This module only chooses the HF family for a reference config and writes ``config.json``.
+torch is imported inside the functions.
 """
 from __future__ import annotations
 
@@ -30,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..report.output import atomic_path, write_text_atomic
+from ..report.output import write_text_atomic
 from .config import ModelConfig
-from .layouts import split_gate_up, split_grouped_qkv
 
 SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
+HF_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
-
-# ----------------------------------------------------------------------------- names
 
 def hf_architecture(model: ModelConfig) -> tuple[str, str]:
     """(model_type, architecture class) of the HF family that computes exactly this model."""
@@ -59,64 +39,35 @@ def hf_architecture(model: ModelConfig) -> tuple[str, str]:
     return "llama", "LlamaForCausalLM"
 
 
-def _attention_tensors(source: dict, model: ModelConfig, mg: str, hf: str) -> dict:
-    out = {}
-    q, k, v = split_grouped_qkv(source[f"{mg}.linear_qkv.weight"], model.num_attention_heads, model.num_kv_heads)
-    out.update({f"{hf}.q_proj.weight": q, f"{hf}.k_proj.weight": k, f"{hf}.v_proj.weight": v})
-    if model.qkv_bias:
-        qb, kb, vb = split_grouped_qkv(source[f"{mg}.linear_qkv.bias"], model.num_attention_heads,
-                                       model.num_kv_heads)
-        out.update({f"{hf}.q_proj.bias": qb, f"{hf}.k_proj.bias": kb, f"{hf}.v_proj.bias": vb})
-    if model.qk_norm:
-        out[f"{hf}.q_norm.weight"] = source[f"{mg}.q_layernorm.weight"]
-        out[f"{hf}.k_norm.weight"] = source[f"{mg}.k_layernorm.weight"]
-    out[f"{hf}.o_proj.weight"] = source[f"{mg}.linear_proj.weight"]
-    return out
+def spec_params(model: ModelConfig):
+    """The converter specs' size parameters of a reference config."""
+    from ..spec import ModelParams
+
+    return ModelParams(num_layers=model.num_layers, hidden=model.hidden_size, vocab=model.vocab_size,
+                       num_heads=model.num_attention_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
+                       ffn=model.ffn_hidden_size, num_experts=model.num_experts,
+                       moe_ffn=model.expert_ffn_size if model.num_experts else 0)
 
 
-def _dense_mlp_tensors(source: dict, mg: str, hf: str) -> dict:
-    gate, up = split_gate_up(source[f"{mg}.linear_fc1.weight"])
-    return {f"{hf}.gate_proj.weight": gate, f"{hf}.up_proj.weight": up,
-            f"{hf}.down_proj.weight": source[f"{mg}.linear_fc2.weight"]}
+def hf_plan(state_dict_megatron: dict, model: ModelConfig):
+    """(plan, numpy arrays by Megatron name): the spec's megatron -> hf plan for this state dict."""
+    from ..spec import build_plan, load_arch
+    from ..tensors.base import TensorMeta
+    from ..tensors.torch_io import TORCH_DTYPES, tensor_to_numpy
 
-
-def _mixtral_moe_tensors(source: dict, model: ModelConfig, mg: str, hf: str) -> dict:
-    out = {f"{hf}.gate.weight": source[f"{mg}.router.weight"]}
-    for expert in range(model.num_experts):
-        local = f"{mg}.experts.local_experts.{expert}"
-        gate, up = split_gate_up(source[f"{local}.linear_fc1.weight"])
-        out[f"{hf}.experts.{expert}.w1.weight"] = gate
-        out[f"{hf}.experts.{expert}.w3.weight"] = up
-        out[f"{hf}.experts.{expert}.w2.weight"] = source[f"{local}.linear_fc2.weight"]
-    return out
-
-
-def _layer_tensors(source: dict, model: ModelConfig, layer: int) -> dict:
-    mg, hf = f"decoder.layers.{layer}", f"model.layers.{layer}"
-    out = {f"{hf}.input_layernorm.weight": source[f"{mg}.input_layernorm.weight"]}
-    out.update(_attention_tensors(source, model, f"{mg}.self_attention", f"{hf}.self_attn"))
-    out[f"{hf}.post_attention_layernorm.weight"] = source[f"{mg}.pre_mlp_layernorm.weight"]
-    if model.num_experts:
-        out.update(_mixtral_moe_tensors(source, model, f"{mg}.mlp", f"{hf}.block_sparse_moe"))
-    else:
-        out.update(_dense_mlp_tensors(source, f"{mg}.mlp", f"{hf}.mlp"))
-    return out
+    arrays = {name: tensor_to_numpy(tensor.detach().contiguous()) for name, tensor in state_dict_megatron.items()}
+    metas = {name: TensorMeta(name, tuple(tensor.shape), TORCH_DTYPES[str(tensor.dtype).removeprefix("torch.")])
+             for name, tensor in state_dict_megatron.items()}
+    arch = load_arch(hf_architecture(model)[0])
+    return build_plan(metas, "megatron", "hf", arch, spec_params(model)), arrays
 
 
 def hf_state_dict(state_dict_megatron: dict, model: ModelConfig) -> dict:
-    """Megatron local-spec names -> HF names, in HF's module order (views; not yet copied)."""
-    hf_architecture(model)
-    source = state_dict_megatron
-    try:
-        out = {"model.embed_tokens.weight": source["embedding.word_embeddings.weight"]}
-        for layer in range(model.num_layers):
-            out.update(_layer_tensors(source, model, layer))
-        out["model.norm.weight"] = source["decoder.final_layernorm.weight"]
-        out["lm_head.weight"] = source["output_layer.weight"]
-    except KeyError as missing:
-        raise InputError(f"state_dict[{missing.args[0]}]", "missing from the Megatron state dict",
-                         "pass the full, unsharded state dict of a model built from this ModelConfig") from None
-    return out
+    """Megatron local-spec names -> HF names and layouts (numpy; bf16 as raw uint16 bits)."""
+    from ..spec import materialize
+
+    plan, arrays = hf_plan(state_dict_megatron, model)
+    return {step.target.name: materialize(step, arrays.__getitem__) for step in plan.steps}
 
 
 def hf_config(model: ModelConfig, vocab_rows: int | None = None, torch_dtype: str = "float32") -> dict:
@@ -139,75 +90,27 @@ def hf_config(model: ModelConfig, vocab_rows: int | None = None, torch_dtype: st
     return config
 
 
-# ----------------------------------------------------------------------------- writing
-
-def _contiguous_copies(tensors: dict) -> dict:
-    """safetensors refuses tensors that share storage (q/k/v are views of one qkv)."""
-    import torch
-
-    return {name: tensor.detach().clone(memory_format=torch.contiguous_format) for name, tensor in tensors.items()}
-
-
-def _byte_size(tensor: Any) -> int:
-    return tensor.numel() * tensor.element_size()
-
-
-def plan_shards(tensors: dict, shard_bytes: int) -> list[list[str]]:
-    """Greedy packing of names (in order) into files of at most ``shard_bytes`` (a bigger tensor gets its own)."""
-    shards: list[list[str]] = [[]]
-    used = 0
-    for name, tensor in tensors.items():
-        size = _byte_size(tensor)
-        if shards[-1] and used + size > shard_bytes:
-            shards.append([])
-            used = 0
-        shards[-1].append(name)
-        used += size
-    return shards
-
-
-def _write_safetensors(tensors: dict, path: Path) -> None:
-    from safetensors.torch import save_file
-
-    with atomic_path(path) as temporary:
-        save_file(tensors, str(temporary), metadata={"format": "pt"})
-
-
-def _write_json(payload: dict, path: Path) -> None:
-    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
-
-
-def _dtype_name(tensors: dict) -> str:
-    first = next(iter(tensors.values()))
-    return str(first.dtype).removeprefix("torch.")
-
-
 def save_hf_safetensors(state_dict_megatron: dict, model: ModelConfig, path: Path,
                         shard_bytes: int | None = None) -> list[Path]:
     """Write ``path/`` as an HF model folder; returns the files written (weights, index, config).
 
     ``shard_bytes`` None: one ``model.safetensors``. Otherwise ``model-0000k-of-0000n.safetensors``
-    files of at most ``shard_bytes`` each plus ``model.safetensors.index.json``.
+    files of at most ``shard_bytes`` each plus ``model.safetensors.index.json``. Streams one tensor
+    at a time through the spec plan.
     """
+    from ..spec import materialize
+    from ..tensors.safetensors_io import SafetensorsSink
+
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = _contiguous_copies(hf_state_dict(state_dict_megatron, model))
-    written = []
-    if shard_bytes is None:
-        _write_safetensors(tensors, folder / SINGLE_FILE)
-        written.append(folder / SINGLE_FILE)
-    else:
-        groups = plan_shards(tensors, shard_bytes)
-        weight_map = {}
-        for number, names in enumerate(groups, start=1):
-            file_name = f"model-{number:05d}-of-{len(groups):05d}.safetensors"
-            _write_safetensors({name: tensors[name] for name in names}, folder / file_name)
-            weight_map.update({name: file_name for name in names})
-            written.append(folder / file_name)
-        total = sum(_byte_size(tensor) for tensor in tensors.values())
-        _write_json({"metadata": {"total_size": total}, "weight_map": weight_map}, folder / INDEX_FILE)
-        written.append(folder / INDEX_FILE)
-    vocab_rows = int(tensors["model.embed_tokens.weight"].shape[0])
-    _write_json(hf_config(model, vocab_rows, _dtype_name(tensors)), folder / CONFIG_FILE)
-    written.append(folder / CONFIG_FILE)
-    return written
+    plan, arrays = hf_plan(state_dict_megatron, model)
+    target = folder if shard_bytes is not None else folder / SINGLE_FILE
+    sink = SafetensorsSink(target, plan.targets, shard_bytes=shard_bytes, metadata={"format": "pt"})
+    with sink:
+        for step in plan.steps:
+            sink.write(step.target.name, materialize(step, arrays.__getitem__))
+        written = sink.finish()
+    embed = next(step.target for step in plan.steps if step.target.name == "model.embed_tokens.weight")
+    write_text_atomic(folder / CONFIG_FILE, json.dumps(hf_config(model, embed.shape[0], HF_DTYPE[embed.dtype]),
+                                                       indent=2, sort_keys=True) + "\n")
+    return [*written, folder / CONFIG_FILE]
