@@ -294,11 +294,10 @@ def _tracked_iteration(root: Path) -> int:
 
 
 def load_checkpoint_file(path: Path | str) -> dict:
-    """``torch.load`` one ``model_optim_rng.pt`` safely: weights only, Namespace allow-listed."""
-    import torch
+    """``torch.load`` one ``model_optim_rng.pt`` safely: weights only, mmap, Namespace allow-listed."""
+    from ..tensors.torch_io import torch_load
 
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return torch_load(Path(path), [argparse.Namespace])
 
 
 def load_megatron_legacy_shards(root: Path | str, iteration: int | None = None) -> dict[tuple[int, int], dict]:

@@ -30,7 +30,7 @@ class RunSpec:
     batches: Path | None = None         # .npz with tokens/labels/loss_mask [steps, b, s]; None: synthetic
     micro_batch_size: int = 2
     data_seed: int = 0
-    init: Path | None = None             # megatron: legacy checkpoint (TP=PP=1); mindformers: .ckpt
+    init: Path | None = None             # megatron: legacy checkpoint (TP/PP shards merged); mindformers: .ckpt
     save: tuple[str, ...] = ()
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
@@ -105,13 +105,16 @@ def _megatron_trainer(spec: RunSpec):
 
 
 def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
-    from .megatron_io import load_megatron_legacy_shards
+    """Full tensors of a Megatron legacy checkpoint (TP/PP shards merged by MegatronLegacySource), as fp32."""
+    from ..tensors.base import cast
+    from ..tensors.megatron_legacy import MegatronLegacySource
 
-    shards = load_megatron_legacy_shards(path if path.is_dir() else path.parents[2])
-    if set(shards) != {(0, 0)}:
-        raise InputError(str(path), f"checkpoint has {len(shards)} tensor/pipeline shards",
-                         "start from an unsplit (TP=1, PP=1) checkpoint")
-    return {name: tensor.float().numpy() for name, tensor in shards[(0, 0)]["model"].items()}
+    source = MegatronLegacySource(path)
+    try:
+        return {name: cast(np.asarray(source.read(name)), meta.dtype, "fp32")
+                for name, meta in source.metas().items()}
+    finally:
+        source.close()
 
 
 def _mindformers_trainer(spec: RunSpec):
