@@ -123,11 +123,24 @@ class TrainConfig:
             schedule = schedules.MegatronSchedule(lr=self.lr, min_lr=self.min_lr, warmup_steps=self.warmup_steps,
                                                   decay_steps=total, style=self.decay_style)
             return schedules.megatron_lr_per_update(schedule, self.steps)
-        kind = {"constant": "ConstantWarmUpLR", "linear": "LinearWithWarmUpLR",
-                "cosine": "CosineWithWarmUpLR"}[self.decay_style]
+        kind = mindformers_schedule_type(self.decay_style)
         schedule = schedules.MindFormersSchedule(type=kind, learning_rate=self.lr, warmup_steps=self.warmup_steps,
                                                  total_steps=total, lr_end=self.min_lr)
         return schedules.mindformers_lr_per_update(schedule, self.steps)
+
+
+def mindformers_schedule_type(decay_style: str) -> str:
+    """The MindFormers ``lr_schedule.type`` for a Megatron decay style: the CheckList registry's
+    ``lr.decay_style`` map (schedule class -> style), inverted."""
+    from ..config.registry import load_registry
+    from ..errors import InputError
+
+    side = load_registry()["lr.decay_style"].side("mindformers", "legacy")
+    matches = [cls for cls, style in (side.value_map or {}).items() if style == decay_style]
+    if len(matches) != 1:
+        raise InputError("train.decay_style", f"{decay_style!r} has {len(matches)} MindFormers schedule classes "
+                         "in checklists/keys.yaml (lr.decay_style)", "use constant, linear or cosine")
+    return matches[0]
 
 
 def to_dict(config: Any) -> dict:
