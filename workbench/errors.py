@@ -25,10 +25,22 @@ class InputError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        text = f"{self.where}: {self.problem}"
+        text = f"{clip(self.where)}: {clip(self.problem)}"
         if self.fix:
-            text += f" ({self.fix})"
+            text += f" ({clip(self.fix)})"
+        return " ".join(text.splitlines())          # one line, whatever the input held
+
+
+MAX_PIECE = 300
+"""The most characters of any one piece of an error line: a 100 KB value is never echoed."""
+
+
+def clip(text: str, limit: int = MAX_PIECE) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    text = str(text)
+    if len(text) <= limit:
         return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def location(path: Path | str, line: int | None = None, key: str | None = None,
