@@ -190,7 +190,7 @@ def test_one_step_equals_hand_written_adam_with_megatron_groups_and_clipping(opt
                         optimizer=optimizer)
     model = build_model(ModelConfig(qkv_bias=True, qk_norm=True), PrecisionConfig(), seed=4)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if p.ndim == 1:
                 p.add_(0.3)   # so decaying a 1-D parameter would show
     before = {n: w.astype(np.float64) for n, w in weights_as_numpy(model).items()}

@@ -293,6 +293,9 @@ def test_resolution_reports_unmatched_names_and_unused_rules():
     assert [rule.key for rule in resolution.unused_rules] == ["layers.{i}.attn.q_bias", "layers.{i}.attn.k_bias",
                                                               "layers.{i}.attn.v_bias"]
     assert resolution.matches["model.layers.7.mlp.up_proj.weight"].indices == {"i": 7}
+    assert resolution.summary() == (f"{len(names) - 1} matched, 1 unmatched (e.g. extra.weight), 3 rules unused "
+                                    "(e.g. model.layers.{i}.self_attn.q_proj.bias, model.layers.{i}.self_attn.k_proj.bias, "
+                                    "model.layers.{i}.self_attn.v_proj.bias)")
     absent = spec.missing(resolution, qwen2, spec.ModelParams(**{**LLAMA2_7B, "num_layers": 2}))
     assert [name for _, name in absent] == [f"model.layers.{i}.self_attn.{p}_proj.bias" for p in "qkv"
                                             for i in range(2)]

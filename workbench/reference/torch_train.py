@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from .artifacts import save_grads  # noqa: F401  (re-exported)
 from .config import TrainConfig

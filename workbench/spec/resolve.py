@@ -47,10 +47,6 @@ class Resolution:
             self._by_instance = {_key(m.rule, dict(m.env)): m for m in self.matches.values()}
         return self._by_instance
 
-
-def _key(rule: Rule, env: dict[str, int]) -> tuple:
-    return (id(rule), *(env[v] for v in rule.variables))
-
     def summary(self, limit: int = 5) -> str:
         parts = [f"{len(self.matches)} matched"]
         if self.unmatched:
@@ -59,6 +55,10 @@ def _key(rule: Rule, env: dict[str, int]) -> tuple:
             parts.append(f"{len(self.unused_rules)} rules unused (e.g. "
                          f"{', '.join(r.name.text for r in self.unused_rules[:limit])})")
         return ", ".join(parts)
+
+
+def _key(rule: Rule, env: dict[str, int]) -> tuple:
+    return (id(rule), *(env[v] for v in rule.variables))
 
 
 @lru_cache(maxsize=256)
