@@ -1,5 +1,5 @@
 """Megatron-LM / MindSpeed-LLM configs through read_config + resolve: every form, the
-defaults, the named derivations and the errors (DESIGN.md section 3).
+defaults, the named derivations and the errors (docs/framework-facts.md §2).
 
 Expected numbers are computed here from the documented formulas, never copied from a run.
 """

@@ -1,5 +1,5 @@
 """MindFormers yaml configs (legacy LlamaConfig and use_legacy: False) through read_config +
-resolve: derivations, defaults, anchors, MoE, batch sizes, schedules and errors (DESIGN.md section 3).
+resolve: derivations, defaults, anchors, MoE, batch sizes, schedules and errors (docs/framework-facts.md §2).
 
 Expected numbers are computed here from the documented formulas, never copied from a run.
 """

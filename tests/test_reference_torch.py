@@ -17,7 +17,7 @@ from workbench.reference.layouts import split_gate_up, split_grouped_qkv  # noqa
 from workbench.reference.torch_model import build_model, loss_fn, rotary_tables  # noqa: E402
 from workbench.reference.torch_train import MegatronStyleTrainer, weights_as_numpy  # noqa: E402
 
-DESIGN_REGEX = (r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \| elapsed time per iteration \(ms\): "
+DOCUMENTED_REGEX = (r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \| elapsed time per iteration \(ms\): "
                 r"([\d.]+) \| learning rate: ([\d.E+-]+) \| global batch size:\s+(\d+) \| lm loss: ([\d.E+-]+) \| "
                 r"loss scale: ([\d.]+) \| grad norm: ([\d.]+) \|")
 TINY = ModelConfig()
@@ -227,7 +227,7 @@ def test_log_lines_follow_megatron_format_and_lr_is_the_next_updates(tmp_path):
     results = trainer.train(3, synthetic_batches(TINY, 3), log_path=tmp_path / "train.log",
                             grads_dir=tmp_path / "grads")
     lines = (tmp_path / "train.log").read_text().splitlines()
-    parsed = [re.search(DESIGN_REGEX, text) for text in lines]
+    parsed = [re.search(DOCUMENTED_REGEX, text) for text in lines]
     iteration_lines = [m for m in parsed if m]
     assert len(iteration_lines) == 3 and len(lines) == 3 * (1 + len(results[0].local_norms))
     applied = train.lr_per_update("megatron")

@@ -3,7 +3,7 @@
 Each function takes the side's :class:`~workbench.config.resolve.Resolver` and returns
 ``Derived(value, formula)`` or ``Unknown(settle)``. ``r.need(*keys)`` returns known inputs and
 otherwise ends the derivation as unknown, naming what would settle it. Keys name the
-functions in ``checklists/keys.yaml`` (``derive: NAME``). Facts: DESIGN.md §3.
+functions in ``checklists/keys.yaml`` (``derive: NAME``). Facts: docs/framework-facts.md §2.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MindFormers training-log text, as ``MFLossMonitor`` and ``_get_loss_output`` print it (DESIGN §4).
+"""MindFormers training-log text, as ``MFLossMonitor`` and ``_get_loss_output`` print it (docs/framework-facts.md §3-4).
 
 Pure formatting: no mindspore import. The lines below are what MindFormers' stdout logger writes
 (``%(asctime)s - mindformers - INFO - %(message)s``) in sink mode::

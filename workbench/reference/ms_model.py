@@ -1,6 +1,6 @@
 """MindSpore "MindFormers-style" reference decoder (legacy ``LlamaForCausalLM`` names and conventions).
 
-The math is ``config.MATH``; names follow MindFormers legacy (DESIGN §2)::
+The math is ``config.MATH``; names follow MindFormers legacy (docs/framework-facts.md §1)::
 
     model.tok_embeddings.embedding_weight            [V, h]
     model.layers.{i}.ffn_norm.weight                  (MindFormers defines ffn_norm before attention_norm,
