@@ -5,7 +5,8 @@ import json
 import math
 
 
-def _cell(value) -> str:
+def cell_text(value) -> str:
+    """One table cell as text: empty for None/nan, 6 significant digits for floats."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
@@ -21,7 +22,7 @@ def frame_to_text(frame, output_format: str, summary: dict | None = None) -> str
                    for row in frame.to_dict(orient="records")]
         return json.dumps({"summary": summary or {}, "rows": records}, indent=2, default=str) + "\n"
     header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
-    body = "".join("| " + " | ".join(_cell(v) for v in row) + " |\n" for row in frame.itertuples(index=False))
+    body = "".join("| " + " | ".join(cell_text(v) for v in row) + " |\n" for row in frame.itertuples(index=False))
     return header + body
 
 
@@ -34,5 +35,5 @@ def print_frame(frame, title: str = "", console=None) -> None:
     for column in frame.columns:
         table.add_column(column, overflow="fold")
     for row in frame.itertuples(index=False):
-        table.add_row(*(_cell(value) for value in row))
+        table.add_row(*(cell_text(value) for value in row))
     console.print(table)
