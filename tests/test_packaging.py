@@ -26,6 +26,7 @@ def test_wheel_ships_knowledge_and_console_script(wheel):
     assert "workbench/_knowledge/checklists/examples/llama_tiny_megatron.sh" in names
     assert any(name.startswith("workbench/_knowledge/converters/") for name in names)
     assert any(name.startswith("workbench/_knowledge/datasets/") for name in names)
+    assert "workbench/report/templates/result.html.j2" in names      # the HTML reports render from an install
     assert not any(name.startswith("datasets/") for name in names)  # never a top-level `datasets` package
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     assert "workbench = workbench.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
