@@ -75,6 +75,25 @@ def logical_names(resolution: Resolution, arch: ArchSpec, params: ModelParams) -
     return {name: arch.part_names(match.rule, match.indices, params) for name, match in resolution.matches.items()}
 
 
+def naming_format(names: list[str], arch: ArchSpec, allow_unmatched: bool = True) -> str:
+    """The format these names are, for name-level work: formats that tie on names (Megatron and
+    MindFormers mcore differ only in layouts) are one answer when every name holds the same
+    logical tensors under each of them; otherwise the tie is an error, as in conversion."""
+    from ..errors import InputError
+    from .detect import _best, format_fits
+
+    best = _best(format_fits(names, arch), allow_unmatched)
+    if not best:
+        from .detect import detect_format
+        return detect_format(names, arch, allow_unmatched=allow_unmatched)     # raises with the closest fit
+    sizes = counted_params(resolve_names(names, arch, best[0].format))
+    views = {fit.format: logical_names(resolve_names(names, arch, fit.format), arch, sizes) for fit in best}
+    if len({repr(sorted(view.items())) for view in views.values()}) > 1:
+        raise InputError(f"{len(names)} parameter names", f"names fit {', '.join(views)} with different parts",
+                         "pass the format explicitly")
+    return best[0].format
+
+
 def correspond(names_a: Iterable[str], format_a: str, names_b: Iterable[str], format_b: str, arch: ArchSpec,
                params: ModelParams | None = None) -> tuple[list[Correspondence], list[str], list[str]]:
     """Groups of corresponding names, then the names of A and of B that no rule matches."""
