@@ -55,7 +55,7 @@ def names_from_checkpoint(path: Path | str) -> list[tuple[str, tuple[int, ...]]]
 def attach_names(series: LogSeries, order: list[tuple[str, int]], origin: str) -> LogSeries:
     """``series`` with ``param`` filled from ``order`` (optimizer order), validated per step."""
     table = series.local_norms.copy()
-    for (rank, step), rows in table.groupby(["rank", "step"], sort=False):
+    for (_rank, step), rows in table.groupby(["rank", "step"], sort=False):
         positions = rows["position"].tolist()
         if len(positions) != len(order):
             raise InputError(series.source, f"step {step} has {len(positions)} local norms but {origin} lists "
