@@ -77,6 +77,11 @@ def _check(spec: RunSpec) -> None:
     if wrong:
         raise InputError("--save", f"{wrong} cannot be written by the {spec.side} side",
                          f"use {', '.join(SAVE_FORMATS[spec.side])}")
+    if spec.init is not None and spec.side == "mindformers":
+        from ..tensors.mindspore_ckpt import MindSporeCkptSource
+
+        with MindSporeCkptSource(spec.init):       # every record checked against the file: truncated -> InputError
+            pass
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -115,8 +120,6 @@ def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
 
 
 def _mindformers_trainer(spec: RunSpec):
-    import mindspore as ms
-
     from . import ms_model, ms_train
 
     net = ms_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed, qkv_concat=spec.qkv_concat)
@@ -126,14 +129,9 @@ def _mindformers_trainer(spec: RunSpec):
 
 
 def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
-    """The tensors of a MindSpore ``.ckpt``: checked by the workbench's own reader first (a truncated
-    or damaged file is one InputError naming it), then loaded by MindSpore."""
+    """The tensors of a MindSpore ``.ckpt`` (already checked by the workbench's reader in :func:`_check`)."""
     import mindspore as ms
 
-    from ..tensors.mindspore_ckpt import MindSporeCkptSource
-
-    with MindSporeCkptSource(path):                # validates every record against the file size
-        pass
     try:
         return {name: value.asnumpy() for name, value in ms.load_checkpoint(str(path)).items()}
     except (ValueError, RuntimeError, TypeError, OSError) as error:

@@ -167,7 +167,7 @@ class MegatronLegacySource(SourceBase):
         self._args_where = str(found[0][0])
         self.args = self._args(_args_of(payloads[0], found[0][0]), swiglu)
         self.iteration = payloads[0].get("iteration")
-        self.files = [self._rank_file(file, digits, payload) for (file, digits), payload in zip(found, payloads)]
+        self.files = [self._rank_file(file, digits, payload) for (file, digits), payload in zip(found, payloads, strict=True)]
         self.tensor_parallel = 1 + max(rank.tp for rank in self.files)
         for flag in {name for rule in self.rules for name in (rule.when, rule.unless) if name}:
             self._arg(flag, bool, False)                  # a damaged flag is named here, with the file

@@ -139,7 +139,7 @@ class _OneTensorPlanner:
 
     def resolve_tensor(self, item: Any) -> Any:
         view = self.target
-        for dim, (offset, length) in enumerate(zip(item.dest_offsets, item.lengths)):
+        for dim, (offset, length) in enumerate(zip(item.dest_offsets, item.lengths, strict=True)):
             view = view.narrow(dim, offset, length)
         return view
 
