@@ -16,6 +16,8 @@
 Rank files are opened with ``torch.load(mmap=True, weights_only=True)``: ``argparse.Namespace``
 is allow-listed, and Megatron/MindSpeed classes inside ``args`` (enums such as
 ``AttnBackend``) are replaced by inert :class:`MegatronObject` stand-ins, never imported.
+The tracker file and ``args`` values are read through :mod:`.megatron_files` (one tracker reader,
+typed values naming the key).
 Virtual pipeline checkpoints (``model0``, ``model1``, ..) are not supported.
 """
 from __future__ import annotations
