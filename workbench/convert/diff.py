@@ -54,7 +54,6 @@ def diff_checkpoints(a: Path | str, b: Path | str, arch: str | None = None, conf
     """Tensor-by-tensor comparison of checkpoints ``a`` and ``b`` (B is mapped into A's format)."""
     import pandas as pd
 
-    from .. import spec
     from .run import describe_source
 
     described_a = describe_source(a, arch, config=config)
