@@ -10,29 +10,14 @@ the format readers, which key on the message, never on the prefix.
 """
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 
-from ..errors import InputError
 
 CHUNK = 8 << 20                 # bytes read at a time
 MAX_LINE = 4 << 20              # a longer line is skipped with a note
 SNIFF = 256 << 10               # bytes looked at to detect the format
 RANK_PREFIX = re.compile(rb"^\s*(?:\[default(\d+)\]:|(\d+):\s)")
-
-
-def check_file(path: Path) -> None:
-    """One-line errors for what a path can be instead of a readable log file."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise InputError(str(path), "file not found", "check the path") from None
-    except OSError as error:
-        raise InputError(str(path), f"cannot be read ({error.strerror})", "check the path and permissions") from None
-    if stat.S_ISFIFO(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise InputError(str(path), "not a regular file (a pipe or device)", "save the log to a file and pass that")
 
 
 def head(path: Path, size: int = SNIFF) -> bytes:

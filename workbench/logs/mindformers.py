@@ -16,13 +16,13 @@ func: ``; older releases and the docs other forms).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError, location
+from ..input_files import parse_json
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
@@ -146,20 +146,20 @@ def _groups_done(state: _State) -> None:
     state.groups = None
     where = location(state.path, first, "Param groups")
     try:
-        data = json.loads("\n".join(body))
-    except (ValueError, RecursionError) as error:
-        state.notes.append(f"{where}: not valid JSON ({str(error)[:80]}): parameter names not taken from it")
+        data = parse_json("\n".join(body), where, max_depth=MAX_JSON_DEPTH, what="Param groups JSON")
+    except InputError as error:
+        state.notes.append(f"{error}: parameter names not taken from it")
         return
     order = _param_order(data)
     if order is None:
-        state.notes.append(f"{where}: expected {{group: {{'params': [name, ...]}}}} of at most {MAX_JSON_DEPTH} "
-                           "levels: parameter names not taken from it")
+        state.notes.append(f"{where}: expected {{group: {{'params': [name, ...]}}}}: parameter names not taken "
+                           "from it")
         return
     state.param_order = order
 
 
-def _param_order(data, depth: int = 0) -> list[str] | None:
-    if not isinstance(data, dict) or depth > MAX_JSON_DEPTH:
+def _param_order(data) -> list[str] | None:
+    if not isinstance(data, dict):
         return None
     order = []
     for group in data.values():
