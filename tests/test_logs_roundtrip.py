@@ -86,7 +86,7 @@ def test_mindspore_reference_log_round_trips_with_param_groups(tmp_path):
     assert got.metric("lr").tolist() == pytest.approx([r.lr for r in results], rel=1e-6)   # the lr it used
     assert got.param_order == list(trainer.param_names)
     assert set(got.local_norms["rank"]) == {0}                                             # from rank_0/
-    for step, result in zip((1, 2), results):
+    for step, result in zip((1, 2), results, strict=True):
         rows = got.local_norms[got.local_norms["step"] == step]
         assert rows["param"].tolist() == list(trainer.param_names)
         assert rows["numel"].tolist() == list(trainer.sizes)

@@ -33,7 +33,7 @@ class FieldMeaning:
 @dataclass
 class LogFormat:
     name: str
-    detect: tuple[str, ...]
+    detect: tuple[tuple[str, ...], ...]        # alternatives; all substrings of one must be in a line
     fields: dict[str, FieldMeaning]
     patterns: list[tuple[re.Pattern, FieldMeaning]]
     ignore: frozenset[str]
@@ -124,7 +124,12 @@ def _format(doc, name: str, body) -> LogFormat:
     for key in ("block_definition", "pynative_definition"):
         if key in body:
             extra[key] = _definition(doc, f"{name}.{key}", body[key])
-    return LogFormat(name, _strings(doc, f"{name}.detect", body.get("detect")), meanings, patterns,
+    detect = body.get("detect")
+    if not isinstance(detect, list) or not detect:
+        raise InputError(location(doc.path, doc.lines.get(f"{name}.detect"), f"{name}.detect"),
+                         "expected a list of alternatives, each a list of substrings", '[["Epoch:[", "step:["]]')
+    alternatives = tuple(_strings(doc, f"{name}.detect.{index}", item) for index, item in enumerate(detect))
+    return LogFormat(name, alternatives, meanings, patterns,
                      frozenset(normalise(k) for k in _strings(doc, f"{name}.ignore", body.get("ignore") or [])), extra)
 
 

@@ -34,6 +34,7 @@ MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
 RANK_DIR = re.compile(r"(?:^|/)rank_(\d+)(?:/|$)")
 MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
 MAX_JSON_DEPTH = 32
+JSON_CONTINUATION = (b" ", b"\t", b"}", b"]", b'"')
 
 
 class _State:
@@ -142,7 +143,7 @@ def _finish_block(state: _State, complete: bool = True) -> None:
 
 
 def _groups_done(state: _State) -> None:
-    first, body = state.groups
+    first, body, _ = state.groups
     state.groups = None
     where = location(state.path, first, "Param groups")
     try:
@@ -172,12 +173,14 @@ def _param_order(data) -> list[str] | None:
 
 def _line(state: _State, raw: bytes, number_: int) -> None:
     if state.groups is not None:
-        body = state.groups[1]
-        body.append(text(raw, state.bad, number_))
-        joined_depth = sum(part.count("{") - part.count("}") for part in body)
-        if joined_depth <= 0 or len(body) > MAX_GROUP_LINES:
-            _groups_done(state)
-        return
+        if raw[:1] in JSON_CONTINUATION:               # json.dumps(indent=2): every later line is indented
+            body = state.groups[1]
+            body.append(text(raw, state.bad, number_))
+            state.groups[2] += raw.count(b"{") - raw.count(b"}")
+            if state.groups[2] <= 0 or len(body) > MAX_GROUP_LINES:
+                _groups_done(state)
+            return
+        _groups_done(state)                            # a log line: the block ended unclosed
     if state.block is not None:
         if b"local_norm:" in raw and not state.block[2]:
             return
@@ -199,8 +202,9 @@ def _line(state: _State, raw: bytes, number_: int) -> None:
         state.block = [number_, sizes, []]
     elif b"Param groups = {" in raw:
         line = text(raw, state.bad, number_)
-        state.groups = [number_, [line[line.index("Param groups = ") + len("Param groups = "):]]]
-        if line.count("{") <= line.count("}"):
+        start = line[line.index("Param groups = ") + len("Param groups = "):]
+        state.groups = [number_, [start], start.count("{") - start.count("}")]
+        if state.groups[2] <= 0:
             _groups_done(state)
 
 

@@ -28,9 +28,10 @@ def detect_text(sample: bytes) -> str | None:
 
     formats = load_formats()
     scores = {}
+    lines = sample.split(b"\n")
     for name in TEXT_FORMATS:
-        marks = [mark.encode() for mark in formats[name].detect]
-        scores[name] = sum(1 for line in sample.split(b"\n") if all(mark in line for mark in marks))
+        alternatives = [[mark.encode() for mark in marks] for marks in formats[name].detect]
+        scores[name] = sum(1 for line in lines if any(all(mark in line for mark in marks) for marks in alternatives))
     if name := max(scores, key=scores.get) if any(scores.values()) else None:
         return name
     if b"[tensor(" in sample:
