@@ -33,42 +33,39 @@ NAMED_NORM_DEFINITION = "sum_sq_step"
 
 
 class Columns:
-    """Values gathered per printed key: iteration numbers, raw numbers (a list of bytes, or a
-    NUL-joined block from the fast path), line numbers, ranks."""
+    """Values gathered per printed key as segments: (iterations, raw numbers, line numbers, ranks).
+    Raw numbers are a list of bytes, or ``(NUL-joined bytes, count)`` from the fast path, whose
+    iteration / line / rank arrays are shared by every key of the group."""
 
     def __init__(self):
-        self.data = defaultdict(lambda: ([], [], [], []))
+        self.data = defaultdict(list)
 
     def add(self, key: bytes, iterations, raw, lines, ranks) -> None:
-        target = self.data[key]
-        for part, values in zip(target, (iterations, raw, lines, ranks), strict=True):
+        segments = self.data[key]
+        if not segments or isinstance(segments[-1][1], tuple):      # open a list segment
+            segments.append(([], [], [], []))
+        for part, values in zip(segments[-1], (iterations, raw, lines, ranks), strict=True):
             part.extend(values)
 
     def add_block(self, key: bytes, iterations, joined: bytes, lines, ranks) -> None:
-        """Values of a fast group: ``joined`` holds ``len(iterations)`` values separated by NUL."""
-        target = self.data[key]
-        target[0].extend(iterations)
-        target[1].append((joined, len(iterations)))
-        target[2].extend(lines)
-        target[3].extend(ranks)
+        self.data[key].append((iterations, (joined, len(iterations)), lines, ranks))
 
     @staticmethod
-    def values(raw: list, unit: str) -> tuple[np.ndarray, int]:
-        """The numbers of one key, in order; and how many were not numbers (nan)."""
-        parts, wrong = [], 0
-        for item in raw:
-            if isinstance(item, tuple):
-                joined, count = item
-                parsed = None if unit else parse_joined(joined, count)
-                if parsed is None:
-                    parsed, bad = floats(_unit_stripped(joined.split(b"\x00"), unit))
-                    wrong += len(bad)
-                parts.append(parsed)
-            else:
-                parsed, bad = floats(_unit_stripped([item], unit))
+    def arrays(segments: list, unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """(iterations, values, lines, ranks) of one key in file order, and how many were not numbers."""
+        values, wrong = [], 0
+        for _, raw, _, _ in segments:
+            parsed = None
+            if isinstance(raw, tuple):
+                parsed = None if unit else parse_joined(*raw)
+                raw = raw[0].split(b"\x00") if parsed is None else raw
+            if parsed is None:
+                parsed, bad = floats(_unit_stripped(raw, unit))
                 wrong += len(bad)
-                parts.append(parsed)
-        return (np.concatenate(parts) if parts else np.empty(0)), wrong
+            values.append(parsed)
+        def joined(index: int) -> np.ndarray:
+            return np.concatenate([np.asarray(segment[index], dtype=np.int64) for segment in segments])
+        return joined(0), np.concatenate(values), joined(2), joined(3), wrong
 
 
 def _unit_stripped(raw: list[bytes], unit: str) -> list[bytes]:
@@ -92,8 +89,9 @@ def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> boo
         if not key.strip() or joined.count(b"\x00" + key + b":") != len(values):
             return False
         keys.append((key, joined))
-    iterations = [int(it) for _, _, it in matched]
-    ranks = [int(a or b) if (a or b) else -1 for a, b, _ in matched]
+    iterations = np.array([it for _, _, it in matched], dtype=np.bytes_).astype(np.int64)
+    ranks = np.array([int(a or b) if (a or b) else -1 for a, b, _ in matched], dtype=np.int64)
+    numbers = np.asarray(numbers, dtype=np.int64)
     for key, joined in keys:
         columns.add_block(key.strip(), iterations, joined.replace(b"\x00" + key + b":", b"\x00")[1:], numbers, ranks)
     return True
@@ -163,17 +161,15 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None) -> LogSeri
     named, patch, bad = _scan(path, columns, notes)
     label = run or path.stem
     parts, unknown, garbled, all_iterations = [], [], 0, []
-    for key, (iterations, raw, lines, ranks) in columns.data.items():
+    for key, segments in columns.data.items():
         meaning = fmt.meaning(key.decode("utf-8", errors="replace"))
         if meaning is None:
             unknown.append(key.decode("utf-8", errors="replace"))
             continue
-        values, wrong = Columns.values(raw, meaning.unit)
+        iterations, values, lines, ranks, wrong = Columns.arrays(segments, meaning.unit)
         garbled += wrong
-        steps = np.asarray(iterations, dtype=np.int64) + (1 if meaning.step == "next" else 0)
-        all_iterations.append(np.asarray(iterations, dtype=np.int64))
-        parts.append((meaning.metric, steps, values, np.asarray(lines, dtype=np.int64),
-                      np.asarray(ranks, dtype=np.int64)))
+        all_iterations.append(iterations)
+        parts.append((meaning.metric, iterations + (1 if meaning.step == "next" else 0), values, lines, ranks))
     series = _series_frame(label, parts)
     facts = {"step_base": "iteration N = update N; the printed learning rate is update N+1's"}
     interval = _interval(np.concatenate(all_iterations)) if all_iterations else 1

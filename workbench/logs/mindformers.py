@@ -27,7 +27,7 @@ from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
 from .tables import frame
-from .values import floats, mean_part, number
+from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
 MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
@@ -100,14 +100,17 @@ def _monitor_line(state: _State, step: int, rest: str, number_: int) -> None:
 
 
 def _block_values(state: _State, first: int, sizes: list[int], body: list[str], complete: bool):
-    tokens = " ".join(body).replace("[", " ").replace("]", " ").split()
-    summarised = "..." in tokens
-    if summarised:
-        cut = tokens.index("...")
+    flat = " ".join(body).replace("[", " ").replace("]", " ")
+    summarised = "..." in flat
+    values = None if summarised else parse_joined(flat.encode(), len(sizes))
+    head, tail, bad = [], [], []
+    if values is None:                                   # summarised, or not all numbers: token by token
+        tokens = flat.split()
+        cut = tokens.index("...") if summarised else len(tokens)
         head, tail = tokens[:cut], tokens[cut + 1:]
+        values, bad = floats([token.encode() for token in head + tail])
     else:
-        head, tail = tokens, []
-    values, bad = floats([token.encode() for token in head + tail])
+        head = range(len(values))
     if bad:
         raise InputError(location(state.path, first), f"local_norm block holds {len(bad)} value(s) that are not "
                          f"numbers (e.g. {(head + tail)[bad[0]][:30]!r})", "pass the log as MindFormers wrote it")
