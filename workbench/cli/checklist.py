@@ -54,13 +54,13 @@ def _only(text: str | None) -> set[str] | None:
 def run(args: argparse.Namespace) -> int:
     from ..audit.engine import run_checklist
     from ..report import checklist_render as render
-    from ..report.output import check_writable, write_text_atomic
+    from ..fileio import check_output, write_text
 
     output_format = args.format or (SUFFIX_FORMATS.get(args.out.suffix.lower(), "md") if args.out else "table")
     only = _only(args.only)
     for target in (args.out, args.plot_lr):
         if target is not None:
-            check_writable(target, args.force)
+            check_output(target, args.force)
     report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
     if args.plot_lr is not None:
         _plot(report, args.plot_lr)
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out is None:
             sys.stdout.write(text)
         else:
-            write_text_atomic(args.out, text)
+            write_text(args.out, text)
             print(f"wrote {args.out}", file=sys.stderr)
     return report.exit_code(args.strict)
 

@@ -139,7 +139,7 @@ def shard_gate_up(fc1: Any, tensor_parallel: int, name: str = "linear_fc1") -> l
     """
     gate, up = split_gate_up(fc1)
     _check_divisible(name, gate.shape[0], tensor_parallel, "ffn size")
-    return [_fresh(fuse_gate_up(g, u)) for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0))]
+    return [_fresh(fuse_gate_up(g, u)) for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0), strict=True)]
 
 
 def shard_grouped_qkv(qkv: Any, num_groups: int, tensor_parallel: int, name: str = "linear_qkv") -> list:
@@ -247,7 +247,7 @@ def _layout_args(args: argparse.Namespace, tensor_parallel: int, pipeline_parall
 
 def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     """``write`` a temporary file beside ``path``, then rename it into place."""
-    from ..report.output import atomic_path
+    from ..fileio import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temporary:
@@ -275,7 +275,7 @@ def save_megatron_legacy(state_dict: dict, model: ModelConfig, root: Path, itera
             if optimizer_state is not None:
                 payload["optimizer"] = optimizer_state
             path = checkpoint_path(root, iteration, tensor_rank, pipeline_rank, pipeline_parallel > 1)
-            _atomic_write(path, lambda temporary: torch.save(payload, temporary))
+            _atomic_write(path, lambda temporary, payload=payload: torch.save(payload, temporary))
             written.append(path)
     _atomic_write(root / TRACKER_FILE, lambda temporary: temporary.write_text(str(iteration)))
     return written
