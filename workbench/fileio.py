@@ -8,8 +8,10 @@
   :mod:`workbench.interrupts`) removes the temporary file. The renamed file gets mode
   ``0o666 & ~umask`` (0644 under umask 022), like any file a shell command creates.
 - A **symlink** is followed: the file it points to is replaced atomically, the link stays.
-- A **character device or FIFO** (``/dev/stdout``, ``/dev/null``, a named pipe) is written
-  into directly: nothing is renamed over it, so the device node survives.
+- A **character device or FIFO** (``/dev/null``, a terminal, a named pipe) is written into
+  directly: nothing is renamed over it, so the device node survives. ``/dev/stdout``,
+  ``/dev/stderr`` and ``/dev/fd/N`` write into that open descriptor, whatever it is (a shell
+  redirect ``> file`` or ``>> file`` decides), like the shell itself.
 - :func:`os_error` turns an ``OSError`` (permission denied, read-only file system, disk full,
   a path under a file, ...) into the one-line :class:`~workbench.errors.InputError`.
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,9 +75,29 @@ def from_writing(error: OSError, *paths: Path | str | None) -> bool:
 
 # ----------------------------------------------------------------------------- checks
 
+_DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+_STANDARD = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def open_descriptor(path: Path | str) -> int | None:
+    """The descriptor a path such as ``/dev/stdout`` or ``/dev/fd/3`` names, when it is open."""
+    text = os.fspath(path)
+    match = _DESCRIPTOR_PATH.fullmatch(text)
+    number = _STANDARD.get(text, int(match.group(1)) if match else None)
+    if number is None:
+        return None
+    try:
+        os.fstat(number)
+    except OSError:
+        return None
+    return number
+
+
 def output_kind(path: Path | str) -> str:
-    """What is at ``path`` (symlinks followed): missing, file, folder, stream (character device or
-    FIFO: written into directly), or block device / socket / other (refused)."""
+    """What is at ``path`` (symlinks followed): missing, file, folder, stream (character device,
+    FIFO or an open descriptor: written into directly), or block device / socket / other (refused)."""
+    if open_descriptor(path) is not None:
+        return "stream"
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -162,7 +186,7 @@ class AtomicFile:
             self.streaming = output_kind(self.target) == "stream"
             if self.streaming:
                 self.destination = self.temporary = self.target
-                descriptor = os.open(self.target, os.O_WRONLY | os.O_CLOEXEC) if open_handle else None
+                descriptor = _open_stream(self.target) if open_handle else None
             else:
                 self.destination = Path(os.path.realpath(self.target))
                 descriptor, name = tempfile.mkstemp(prefix=f".{self.destination.name}.", suffix=suffix,
@@ -231,6 +255,17 @@ class AtomicFile:
         self.discard()
         if isinstance(error, OSError) and from_writing(error, self.temporary, self.destination, self.target):
             raise os_error(self.target, error) from None
+
+
+def _open_stream(path: Path) -> int:
+    """A descriptor to write into: a copy of the open one ``path`` names, else ``path`` opened."""
+    number = open_descriptor(path)
+    if number is None:
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    for stream in (sys.stdout, sys.stderr):       # what Python buffered for the same descriptor goes first
+        if stream is not None:
+            stream.flush()
+    return os.dup(number)
 
 
 def _fsync_path(path: Path) -> None:
