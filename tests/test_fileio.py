@@ -227,3 +227,10 @@ def test_an_exception_mid_write_keeps_the_old_file(tmp_path):
             handle.write(b"new")
             raise RuntimeError("stop")
     assert target.read_bytes() == b"old" and not leftovers(tmp_path)
+
+
+def test_convert_verify_refuses_a_stream_before_any_work(tmp_path, capsys):
+    fifo = tmp_path / "out.ckpt"
+    os.mkfifo(fifo)
+    assert main(["convert", str(tmp_path / "not-read"), str(fifo), "--to", "mindformers", "--verify"]) == 2
+    assert "--verify re-reads the output" in one_error_line(capsys)
