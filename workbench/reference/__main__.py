@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                        save=tuple(part for part in args.save.split(",") if part), tensor_parallel=args.tp,
                        pipeline_parallel=args.pp, grads=args.grads, qkv_concat=args.qkv_concat, jit=not args.no_jit)
         result = run(spec)
-        for step, (loss, lr) in enumerate(zip(result.losses, result.lrs), 1):
+        for step, (loss, lr) in enumerate(zip(result.losses, result.lrs, strict=True), 1):
             print(f"step {step}: loss {loss:.6f} lr {lr:.3e}")
         print(f"log: {result.log}" + "".join(f"\nwrote {path}" for path in result.checkpoints))
         return 0
