@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from . import input_files
 from .errors import InputError, location
 
 try:  # the C loader is several times faster; both are safe loaders
@@ -55,17 +56,8 @@ class YamlDoc:
 
 
 def read_text(path: Path) -> str:
-    """Read a text file with one-line errors for the usual failures."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(str(path), "file not found", "check the path")
-    if path.is_dir():
-        raise InputError(str(path), "is a directory, expected a file", "pass the file itself")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(str(path), f"not UTF-8 text (byte {error.start})",
-                         "pass a text config, not a binary file") from None
+    """Read a text config once, bounded, with one-line errors (see :mod:`workbench.input_files`)."""
+    return input_files.read_text(path, what="config")
 
 
 def parse_yaml(text: str, path: Path) -> YamlDoc:
