@@ -211,9 +211,9 @@ class AtomicFile:
                 os.replace(self.temporary, self.destination)
                 if self.fsync:
                     _fsync_path(self.destination.parent)
-        except OSError as error:
+        except BaseException as error:      # a signal during the final flush too: no .part stays behind
             self.discard()
-            if from_writing(error, self.temporary, self.destination, self.target):
+            if isinstance(error, OSError) and from_writing(error, self.temporary, self.destination, self.target):
                 raise os_error(self.target, error) from None
             raise
         self.done = True
@@ -313,8 +313,10 @@ def link_into_place(existing: Path | str, target: Path | str) -> bool:
         os.unlink(output.temporary)
         os.link(existing, output.temporary)
         os.replace(output.temporary, output.destination)
-    except OSError:
+    except BaseException as error:
         output.discard()
-        return False
+        if isinstance(error, OSError):
+            return False
+        raise
     output.done = True
     return True
