@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.errors import InputError
-from workbench.report.output import atomic_path
+from workbench.fileio import atomic_path
 
 _MEGATRON_STYLES = {"constant": "constant", "linear": "linear", "cosine": "cosine",
                     "inverse-square-root": "inverse-square-root", "wsd": "WSD"}

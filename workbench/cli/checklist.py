@@ -52,15 +52,15 @@ def _only(text: str | None) -> set[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..audit.engine import run_checklist
+    from ..fileio import check_output
     from ..report.checklist_result import checklist_result
     from ..report.emit import choose_format, emit, write_figure
-    from ..report.output import check_writable
 
     output_format = choose_format(args.format, args.out, FORMATS)
     only = _only(args.only)
     for target in (args.out, args.plot_lr):
         if target is not None:
-            check_writable(target, args.force)
+            check_output(target, args.force)
     report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
     result = checklist_result(report, only, args.strict, with_table=output_format in ("csv", "xlsx"))
     if args.plot_lr is not None:

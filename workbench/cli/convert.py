@@ -41,9 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..convert.run import ConvertOptions, convert
-    from ..report.output import check_writable
+    from ..errors import InputError
+    from ..fileio import check_output, output_kind
 
-    check_writable(args.destination, args.force)
+    check_output(args.destination, args.force, allow_folder=True)
+    if args.verify and output_kind(args.destination) == "stream":
+        raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot give back",
+                         "convert to a regular file, or drop --verify")
     options = ConvertOptions(to=args.to, arch=args.arch, source_format=args.source_format, config=args.config, dtype=args.dtype,
                              pad_vocab_to=args.pad_vocab_to, verify=args.verify, workers=max(1, args.workers),
                              allow_unmapped=args.allow_unmapped, progress=True)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError
-from ..report.output import write_text_atomic
+from ..fileio import write_text
 from .config import ModelConfig
 
 SINGLE_FILE = "model.safetensors"
@@ -111,6 +110,6 @@ def save_hf_safetensors(state_dict_megatron: dict, model: ModelConfig, path: Pat
             sink.write(step.target.name, materialize(step, arrays.__getitem__))
         written = sink.finish()
     embed = next(step.target for step in plan.steps if step.target.name == "model.embed_tokens.weight")
-    write_text_atomic(folder / CONFIG_FILE, json.dumps(hf_config(model, embed.shape[0], HF_DTYPE[embed.dtype]),
+    write_text(folder / CONFIG_FILE, json.dumps(hf_config(model, embed.shape[0], HF_DTYPE[embed.dtype]),
                                                        indent=2, sort_keys=True) + "\n")
     return [*written, folder / CONFIG_FILE]

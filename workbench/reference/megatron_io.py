@@ -247,7 +247,7 @@ def _layout_args(args: argparse.Namespace, tensor_parallel: int, pipeline_parall
 
 def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     """``write`` a temporary file beside ``path``, then rename it into place."""
-    from ..report.output import atomic_path
+    from ..fileio import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temporary:

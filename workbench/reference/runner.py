@@ -64,9 +64,9 @@ def load_batches(path: Path, steps: int) -> list[dict[str, np.ndarray]]:
 
 
 def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> None:
-    from ..report.output import atomic_path
+    from ..fileio import atomic_file
 
-    with atomic_path(path) as temporary, open(temporary, "wb") as handle:
+    with atomic_file(path) as handle:
         np.savez(handle, **{key: np.stack([batch[key] for batch in batches]) for key in ("tokens", "labels", "loss_mask")})
 
 
@@ -155,11 +155,10 @@ def _save(spec: RunSpec, net) -> list[Path]:
     if "mindspore" in spec.save:
         import mindspore as ms
 
-        from ..report.output import atomic_path
+        from ..fileio import atomic_path
 
         target = spec.out / "mindspore.ckpt"
-        with atomic_path(target) as temporary:
-            ms.save_checkpoint(net, str(temporary.with_suffix(".ckpt")))
-            temporary.with_suffix(".ckpt").replace(temporary)
+        with atomic_path(target, suffix=".part.ckpt") as temporary:   # save_checkpoint appends .ckpt otherwise
+            ms.save_checkpoint(net, str(temporary))
         written.append(target)
     return written

@@ -3,20 +3,19 @@ the ordered-arrival contract of every :class:`~workbench.tensors.base.TensorSink
 
 A sink knows every tensor (name, shape, dtype) before the first byte arrives, so it can write
 headers first and stream each tensor's bytes straight from the caller's buffer. Output goes
-to ``.<name>.*.part`` files beside the target (the convention of
-:func:`workbench.report.output.atomic_path`) and is renamed into place by ``finish``; any
+to ``.<name>.*.part`` files beside the target (:class:`workbench.fileio.AtomicFile`; a
+device or FIFO is written into directly) and is renamed into place by ``finish``; any
 error inside ``write`` or ``finish`` discards the partial files before it propagates.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import AtomicFile, from_writing, os_error
 from .base import STORAGE, TensorMeta
 
 
@@ -48,50 +47,16 @@ def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputE
 
 # ----------------------------------------------------------------------------- writing
 
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows (os.umask is process-global)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
-class PartialFile:
-    """A temporary file beside ``target``, renamed over it by :meth:`commit`."""
+class PartialFile(AtomicFile):
+    """A binary :class:`~workbench.fileio.AtomicFile` beside ``target`` that takes numpy arrays."""
 
     def __init__(self, target: Path):
-        self.target = Path(target)
-        if not self.target.parent.is_dir():
-            raise InputError(str(self.target), f"folder {self.target.parent} does not exist", "create it first")
-        handle, temporary = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=self.target.parent)
-        self.temporary = Path(temporary)
-        self.handle = os.fdopen(handle, "wb")
+        super().__init__(target)
 
     def write_array(self, array: np.ndarray) -> None:
         """The array's bytes in C order, without a copy when it is already contiguous."""
         flat = np.ascontiguousarray(array).reshape(-1)
         self.handle.write(flat.view(np.uint8).data if flat.size else b"")
-
-    def close(self) -> None:
-        if not self.handle.closed:
-            self.handle.close()
-
-    def commit(self) -> Path:
-        self.close()
-        os.chmod(self.temporary, 0o666 & ~_umask())
-        os.replace(self.temporary, self.target)
-        return self.target
-
-    def discard(self) -> None:
-        self.close()
-        if self.temporary.exists():
-            self.temporary.unlink()
 
 
 class StreamingSink:
@@ -120,6 +85,11 @@ class StreamingSink:
         try:
             meta = self._expect(name, array)
             self._emit(meta, array)
+        except OSError as error:            # disk full, ... while streaming into a partial file
+            self.abort()
+            if from_writing(error):
+                raise os_error(self.path, error) from None
+            raise
         except BaseException:
             self.abort()
             raise
