@@ -66,9 +66,10 @@ def read_bytes(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "file")
     if stat.S_ISREG(info.st_mode) and info.st_size > limit:
         raise InputError(str(path), f"{what} is {describe_size(info.st_size)}, more than the "
                          f"{describe_size(limit)} this reader accepts", f"pass the {what} itself, not a larger file")
+    wanted = min(info.st_size, limit) + 1 if stat.S_ISREG(info.st_mode) else limit + 1  # no 256 MiB buffer per read
     try:
         with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+            data = handle.read(wanted)
     except OSError as error:
         raise _open_error(path, error) from None
     if len(data) > limit:

@@ -15,13 +15,15 @@ from .. import __version__
 from ..errors import InputError
 from ..interrupts import Terminated, exit_code, signals_unwind
 
-SUBCOMMANDS = ("checklist", "convert", "weights", "data")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
   workbench checklist train.log run.yaml --format md --out checklist.md
   workbench convert hf_llama/ llama.ckpt --to mindformers --verify
   workbench weights diff megatron_ckpt/ llama.ckpt
+  workbench loss megatron_train.log mindformers_info.log --baseline megatron_rerun.log --out loss.html
+  workbench localnorm megatron_train.log mindformers_info.log --step 1
 """
 
 

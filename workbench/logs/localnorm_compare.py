@@ -73,11 +73,22 @@ def _merge_ranks(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([summed, first_rank[["step", "param", "sum_sq"]]], ignore_index=True)
 
 
+def _detect_arch(names_a: list[str], names_b: list[str]) -> str:
+    """The architecture both name lists fit: each side is tried on its own (a log holds one format)."""
+    from .. import spec
+
+    found = {spec.detect_arch(list(dict.fromkeys(names)), allow_unmatched=True) for names in (names_a, names_b)}
+    if len(found) > 1:
+        raise InputError("local norms", f"the two logs' names fit different architectures ({', '.join(sorted(found))})",
+                         "pass --arch")
+    return found.pop()
+
+
 def _arch_and_formats(names_a: list[str], names_b: list[str], arch: str | None):
     from .. import spec
     from ..spec.relation import naming_format
 
-    arch_name = arch or spec.detect_arch(names_a + names_b, allow_unmatched=True)
+    arch_name = arch or _detect_arch(names_a, names_b)
     spec_ = spec.load_arch(arch_name)
     return spec_, naming_format(names_a, spec_), naming_format(names_b, spec_)
 
@@ -130,7 +141,9 @@ def compare_local_norms(reference: LogSeries, candidate: LogSeries, arch: str | 
                   sources={"reference": reference.source, "candidate": candidate.source},
                   facts={"arch": spec_.name, "formats": [format_a, format_b], "steps": chosen,
                          "thresholds": {"floor": thresholds.floor, "factor": thresholds.factor}},
-                  notes=notes + reference.notes + candidate.notes)
+                  notes=list(dict.fromkeys(notes + reference.notes + candidate.notes)),
+                  terminal_columns={"parameters": ("label", "reference_sum_sq", "candidate_sum_sq",
+                                                   "relative_difference", "status"), "all steps": ()})
 
 
 def _module(label: str) -> str:

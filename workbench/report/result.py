@@ -42,6 +42,8 @@ class Result:
     renderers: dict[str, Callable[["Result"], str]] = field(default_factory=dict, repr=False)
     payload: Callable[[], dict] | None = field(default=None, repr=False)   # a command's own JSON body
     printer: Callable[[Any], None] | None = field(default=None, repr=False)  # its own terminal view (console)
+    terminal_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> columns on a terminal
+                                                                              # (an empty tuple: not shown there)
 
     @property
     def schema(self) -> str:

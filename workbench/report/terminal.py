@@ -18,6 +18,10 @@ def print_result(result: Result, console=None, max_rows: int = TERMINAL_ROWS) ->
     for line in result.summary:
         console.print(f"- {line}", highlight=False)
     for name, frame in result.tables.items():
+        if name in result.terminal_columns:   # a narrower view for the screen; the documents hold every column
+            if not result.terminal_columns[name]:
+                continue
+            frame = frame[[c for c in result.terminal_columns[name] if c in frame.columns]]
         table = Table(title=name, title_justify="left")
         for column in frame.columns:
             table.add_column(str(column), overflow="fold")
