@@ -26,9 +26,9 @@ def _checked(doc: YamlDoc, section: str, values: Any) -> dict:
     cls = SECTIONS[section]
     if not isinstance(values, dict):
         raise InputError(doc.where(section), f"expected a mapping of {cls.__name__} fields", "write key: value pairs")
-    kinds = _field_kinds(cls)
+    kinds, locate = _field_kinds(cls), _locator(doc, section)
     for key, value in values.items():
-        where = doc.where(f"{section}.{key}")
+        where = locate(key)
         if key not in kinds:
             raise InputError(where, f"unknown {section} key {key!r}", f"use one of {', '.join(sorted(kinds))}")
         if kinds[key] in _KINDS:
