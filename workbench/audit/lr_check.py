@@ -57,11 +57,11 @@ def compare_lr_schedules(item, ctx: RuleContext) -> Outcome:
                "max_relative_difference": comparison.max_relative_difference,
                "worst_update": comparison.worst_update, "first_differing_update": comparison.first_differing_update,
                "rtol": comparison.rtol, "comparison": comparison}
+    sampled = "" if comparison.exact else f" among {len(comparison.steps)} sampled updates (every breakpoint included)"
     if comparison.first_differing_update is None:
-        return Outcome(PASS, f"identical over {updates} updates (rtol {comparison.rtol:g})", details)
+        return Outcome(PASS, f"identical over {updates} updates{sampled} (rtol {comparison.rtol:g})", details)
     first, worst = comparison.first_differing_update, comparison.worst_update
     at_first_m, at_first_f = comparison.first_values
-    sampled = "" if comparison.exact else f" among {len(comparison.steps)} sampled updates (every breakpoint included)"
     outcome = fail(item, f"first differs at update {first} (Megatron {at_first_m:.4g}, "
                          f"MindFormers {at_first_f:.4g}); largest relative difference "
                          f"{comparison.max_relative_difference:.3g} at update {worst} of {updates}{sampled}")
