@@ -180,8 +180,9 @@ def reference_error(capsys, argv: list[str]) -> str:
 
 
 @pytest.mark.parametrize("option,value,needle", [
-    ("--steps", "0", "--steps: --steps is 0, expected an integer at least 1"),
-    ("--steps", "-1", "--steps: --steps is -1, expected an integer at least 1"),
+    ("--steps", "0", "--steps: --steps is 0, expected an integer between 1 and 1000000"),
+    ("--steps", "-1", "--steps: --steps is -1, expected an integer between 1 and 1000000"),
+    ("--steps", "1000000000000", "--steps is 1000000000000, expected an integer between 1 and 1000000"),
     ("--micro-batch-size", "0", "--micro-batch-size is 0"),
     ("--data-seed", "-3", "--data-seed is -3, expected an integer at least 0"),
 ])
@@ -197,7 +198,7 @@ def test_reference_steps_zero_through_the_module_entry_point(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == ["workbench.reference: error: --steps: --steps is 0, expected an "
-                                                  "integer at least 1 (pass --steps 1 or more)"]
+                                                  "integer between 1 and 1000000 (pass --steps between 1 and 1000000)"]
 
 
 @pytest.mark.parametrize("body,key,needle", [
@@ -206,6 +207,7 @@ def test_reference_steps_zero_through_the_module_entry_point(tmp_path):
     ("model:\n  num_attention_heads: 0\n", "model.num_attention_heads", "is 0, expected at least 1"),
     ("model:\n  hidden_size: 64\n  num_attention_heads: 5\n", "model.hidden_size", "not divisible by"),
     ("train:\n  steps: 0\n", "train.steps", "train.steps is 0, expected at least 1"),
+    ("train:\n  steps: 1000000000000\n", "train.steps", "more than the 1000000 steps a CPU reference run takes"),
     ("train:\n  lr: .nan\n", "train.lr", "expected a finite number"),
     ("train:\n  beta2: 2.0\n", "train.beta2", "expected between 0 and 1"),
     ("train:\n  decay_style: wsd\n", "train.decay_style", "expected one of constant, linear, cosine"),

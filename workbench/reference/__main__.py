@@ -55,11 +55,15 @@ _COUNTS = {"steps": 1, "micro_batch_size": 1, "data_seed": 0, "tp": 1, "pp": 1}
 def _check_counts(args: argparse.Namespace) -> None:
     from ..input_files import expect_count
 
+    from .config import MAX_STEPS
+
     for name, least in _COUNTS.items():
         value = getattr(args, name, None)
         if value is not None:
             option = "--" + name.replace("_", "-")
-            expect_count(value, option, option, minimum=least, fix=f"pass {option} {max(least, 1)} or more")
+            expect_count(value, option, option, minimum=least, maximum=MAX_STEPS if name == "steps" else None,
+                         fix=f"pass --steps between 1 and {MAX_STEPS}" if name == "steps" else
+                         f"pass {option} {max(least, 1)} or more")
 
 
 def _train_config(args):

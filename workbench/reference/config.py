@@ -124,6 +124,9 @@ class TrainConfig:
 
         where = locate or (lambda name: f"train.{name}")
         check_ranges(self, "train", where)
+        if self.steps > MAX_STEPS:
+            raise InputError(where("steps"), f"train.steps is {self.steps}, more than the {MAX_STEPS} steps a CPU "
+                             "reference run takes (its lr is precomputed per step)", "run fewer steps")
         for name, choices in (("decay_style", ("constant", "linear", "cosine")),
                               ("optimizer", ("adamw", "adam_weight_decay"))):
             if getattr(self, name) not in choices:
@@ -145,6 +148,9 @@ class TrainConfig:
                                                  total_steps=total, lr_end=self.min_lr)
         return schedules.mindformers_lr_per_update(schedule, self.steps)
 
+
+MAX_STEPS = 1_000_000
+"""Most steps of one reference run: each is a CPU training step, and the lr of each is precomputed."""
 
 CANONICAL_KEYS = {
     "num_layers": "model.num_layers", "hidden_size": "model.hidden_size",
