@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -169,6 +170,19 @@ def expect_count(value: Any, where: str, key: str, *, minimum: int = 0, maximum:
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
         raise InputError(where, f"{key} is {value}, expected an integer {bound}", fix or f"fix {key}")
+    return value
+
+
+def expect_in_range(value: Any, where: str, key: str, *, minimum: float | None = None,
+                    maximum: float | None = None, fix: str = "") -> Any:
+    """A finite number (int or float, not bool) in ``[minimum, maximum]`` (either bound optional)."""
+    expect(value, float, where, key, fix)
+    if not math.isfinite(value):
+        raise InputError(where, f"{key} is {value}, expected a finite number", fix or f"fix {key}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bound = (f"between {minimum:g} and {maximum:g}" if minimum is not None and maximum is not None
+                 else f"at least {minimum:g}" if minimum is not None else f"at most {maximum:g}")
+        raise InputError(where, f"{key} is {value}, expected {bound}", fix or f"fix {key}")
     return value
 
 

@@ -9,11 +9,12 @@ def schedules_figure(comparison, megatron_name: str = "Megatron", mindformers_na
     """Figure of a :class:`workbench.audit.lr_schedule.ScheduleComparison`; sides named by file."""
     from ..report.figures import series_with_difference
 
-    updates = getattr(comparison, "steps", None)
-    x = np.asarray(updates) if updates is not None else np.arange(1, comparison.updates + 1)
+    x = np.asarray(comparison.steps)
     title = f"Learning-rate schedules: max relative difference {comparison.max_relative_difference:.3g}"
     if comparison.first_differing_update:
         title += f", first beyond rtol {comparison.rtol:g} at update {comparison.first_differing_update}"
+    if len(x) != comparison.updates:
+        title += f"\n({len(x)} sampled updates of {comparison.updates}, every breakpoint included)"
     series = {f"Megatron ({megatron_name})": comparison.megatron,
               f"MindFormers ({mindformers_name})": comparison.mindformers}
     return series_with_difference(x, series, title=title, ylabel="learning rate", xlabel="optimizer update",

@@ -133,7 +133,7 @@ def run_show(args: argparse.Namespace) -> int:
 def run_diff(args: argparse.Namespace) -> int:
     from ..replay.diff_data import diff_stores
 
-    fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields is not None else None
     diff = diff_stores(args.a, args.b, fields=fields, by=args.by)
     summary = diff.summary()
     frame = diff.frame()

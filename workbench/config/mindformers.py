@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, location
+from ..input_files import expect
 from ..yamlio import YamlDoc, load_yaml
 from .canonical import RawConfig, RawValue
-from .registry import load_framework
+from .registry import container_paths, load_framework
 
 _MEGATRON_HINTS = ("language_model", "model_parallel", "num_layers", "tensor_model_parallel_size", "num-layers")
 
@@ -27,6 +28,7 @@ def read_mindformers(path: Path | str) -> RawConfig:
     doc = load_yaml(path)
     _check_is_mindformers(doc)
     generation = _generation(doc)
+    _check_containers(doc)
     raw = RawConfig("mindformers", f"mindformers-{generation}", path, generation=generation)
     _flatten(doc, doc.data, "", raw.values)
     arch = doc.get("model.arch.type", None)
@@ -52,6 +54,15 @@ def _check_is_mindformers(doc: YamlDoc) -> None:
     raise InputError(str(doc.path), f"not a MindFormers config (detected a YAML mapping with top-level keys "
                      f"{top}): none of {', '.join(signature)} is present",
                      "pass the training yaml given to run_mindformer.py --config")
+
+
+def _check_containers(doc: YamlDoc) -> None:
+    """Each section the CheckList reads must be a mapping (or a list): ``model: 5`` is an error, not a default."""
+    for dotted, shape in container_paths("mindformers").items():
+        value = doc.get(dotted, None)
+        if value is not None:
+            expect(value, shape, location(doc.path, doc.lines.get(dotted), dotted), dotted,
+                   f"write {dotted} as a {'mapping of key: value' if shape is dict else 'list'}, as MindFormers expects")
 
 
 def _generation(doc: YamlDoc) -> str:

@@ -50,9 +50,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_COUNTS = {"steps": 1, "micro_batch_size": 1, "data_seed": 0, "tp": 1, "pp": 1}
+"""Command-line counts and their least value (--steps 0 would train nothing and say it did)."""
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from ..input_files import expect_count
+
+    from .config import MAX_STEPS
+
+    for name, least in _COUNTS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            option = "--" + name.replace("_", "-")
+            expect_count(value, option, option, minimum=least, maximum=MAX_STEPS if name == "steps" else None,
+                         fix=f"pass --steps between 1 and {MAX_STEPS}" if name == "steps" else
+                         f"pass {option} {max(least, 1)} or more")
+
+
 def _train_config(args):
     from .run_config import load_run_config
 
+    _check_counts(args)
     if args.from_config is not None:
         from .from_canonical import configs_from_file
 
