@@ -14,6 +14,7 @@ median over all groups: the one parameter computed differently stands out from t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -160,7 +161,7 @@ def _flag_outliers(table: pd.DataFrame, t: NormThresholds) -> pd.Series:
 
 def _figures(table: pd.DataFrame, steps: list[int], reference: LogSeries, candidate: LogSeries) -> list[Figure]:
     first = table[(table["step"] == steps[0]) & (table["status"] != "unmatched")]
-    names = f"{candidate.source} vs {reference.source}"
+    names = f"{Path(candidate.source).name} vs {Path(reference.source).name}"
 
     def bars():
         from ..report.figures import bar_relative_differences
@@ -179,8 +180,11 @@ def _figures(table: pd.DataFrame, steps: list[int], reference: LogSeries, candid
         matrix = np.full((len(layers), len(modules)), np.nan)
         for row in layered.itertuples():
             matrix[layers.index(int(row.layer)), modules.index(row.module)] = row.relative_difference
-        return heatmap(matrix, [f"layer {i}" for i in layers], modules, colorbar_label="relative difference",
-                       title=f"step {steps[0]} local-norm relative difference by layer and module: {names}")
+        identical = not np.nanmax(np.abs(matrix), initial=0.0)
+        return heatmap(matrix, [f"layer {i}" for i in layers], modules, log=not identical,
+                       colorbar_label="relative difference of L2 norms",
+                       title=f"step {steps[0]} local norms by layer and module: {names}"
+                             + (" (all identical)" if identical else ""))
 
     figures = [Figure("bars", "relative difference per parameter", bars)]
     if first["layer"].notna().any():
@@ -200,8 +204,10 @@ def _ratio_figure(table: pd.DataFrame, names: str):
         rows = matched[matched["label"] == label]
         axis.plot(rows["step"], np.sqrt(rows["candidate_sum_sq"] / rows["reference_sum_sq"]), marker="o", label=label)
     axis.axhline(1.0, color="black", lw=0.6)
+    axis.ticklabel_format(axis="y", useOffset=False)
+    axis.xaxis.get_major_locator().set_params(integer=True)
     axis.set_xlabel("optimizer step")
     axis.set_ylabel("candidate / reference L2 norm")
-    axis.set_title(f"local-norm ratio of the 8 most different parameters: {names}")
+    axis.set_title(f"local-norm ratio, the {len(worst)} most different parameters: {names}")
     axis.legend(fontsize=7)
     return fig

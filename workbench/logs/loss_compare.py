@@ -146,9 +146,12 @@ def _figure(a: AlignedSeries, reference: LogSeries, candidate: LogSeries, band: 
         ref, cand = noise.ema(a.reference, t.smoothing), noise.ema(a.candidate, t.smoothing)
         bounds = (ref * (1 - band), ref * (1 + band)) if a.baselines else None
         smoothed = f" (EMA {t.smoothing:g})" if t.smoothing else ""
+        ref_name, cand_name = Path(reference.source).name, Path(candidate.source).name
+        bands = f", noise band of {len(a.baselines)} reruns" if a.baselines else ""
         return series_with_difference(
-            a.steps, {f"reference: {reference.source}": ref, f"candidate: {candidate.source}": cand},
-            title=f"{a.metric}{smoothed}: {candidate.source} vs {reference.source}", ylabel=a.metric,
+            a.steps, {f"reference: {ref_name}": ref, f"candidate: {cand_name}": cand},
+            title=f"{a.metric}{smoothed}: {cand_name} vs the reference {ref_name}{bands}",
+            ylabel=f"{a.metric} (as logged)" if "loss" in a.metric else a.metric,
             xlabel="optimizer step", band=bounds, relative_band=band if a.baselines else None,
             threshold=t.mean_rtol)
 
