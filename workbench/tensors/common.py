@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from .base import STORAGE, TensorMeta
+from .sizes import numel
 
 
 # ----------------------------------------------------------------------------- reading
@@ -25,15 +26,11 @@ from .base import STORAGE, TensorMeta
 def mapped_array(path: Path, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A read-only ``np.memmap`` of exactly ``shape`` x ``dtype`` bytes at ``offset`` of ``path``."""
     storage = STORAGE[dtype]
-    count = int(np.prod(shape, dtype=np.int64))
+    count = numel(shape)
     if count == 0:                      # mmap cannot map zero bytes
         return np.empty(shape, dtype=storage)
     view = np.memmap(path, dtype=storage, mode="r", offset=offset, shape=(count,))
     return view.reshape(shape)
-
-
-def numel(shape: Iterable[int]) -> int:
-    return int(np.prod(tuple(shape), dtype=np.int64))
 
 
 def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputError:
