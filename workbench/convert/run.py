@@ -76,6 +76,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     (an HF folder's config.json, a Megatron checkpoint's args), else from the tensor shapes.
     """
     from .. import spec
+    from ..tensors.common import unsupported_dtype_error
     from ..tensors.open import open_source
 
     path = Path(path)
@@ -88,6 +89,10 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
         fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
         given = spec.params_from_config(config) if config else _carried_params(path, framework)
         return DescribedSource(source, arch_spec, fmt, given)
+    except InputError as error:           # names fit no spec because a tensor was skipped for its dtype?
+        source.close()
+        cause = unsupported_dtype_error(source) if error.where.endswith("tensor names") else None
+        raise (cause or error) from None
     except BaseException:
         source.close()
         raise

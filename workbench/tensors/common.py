@@ -43,6 +43,28 @@ def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputE
     return InputError(str(where), f"no tensor named {name!r}", hint)
 
 
+UNSUPPORTED = "is not supported"
+"""The words every reader's ``skipped`` reason uses for a dtype it cannot convert."""
+
+
+def unsupported_dtype(code: str, supported: Iterable[str]) -> str:
+    """The one wording for a dtype no reader converts (kept in ``skipped``; named when conversion fails)."""
+    return f"dtype {code} {UNSUPPORTED}; supported: {', '.join(supported)}"
+
+
+def unsupported_dtype_error(source) -> InputError | None:
+    """An error naming the first tensor of ``source`` skipped for its dtype, if any (else None).
+
+    Called when no converter spec matches the names that remain: the missing tensor is the cause.
+    """
+    reasons = getattr(source, "skipped", None) or {}
+    name = next((key for key, reason in reasons.items() if UNSUPPORTED in reason), None)
+    if name is None:
+        return None
+    return InputError(f"{source.path} [{name}]", reasons[name],
+                      "convert those tensors to a supported dtype first (or pass --allow-unmapped to leave them out)")
+
+
 # ----------------------------------------------------------------------------- writing
 
 def _umask() -> int:

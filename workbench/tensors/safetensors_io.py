@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ..input_files import expect, expect_count, input_stat, parse_json, read_json
 from .base import ITEM_SIZE, TensorMeta
-from .common import PartialFile, StreamingSink, mapped_array, missing_tensor
+from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, unsupported_dtype
 from .sizes import check_shape, tensor_bytes
 
 DTYPES = {"F64": "fp64", "F32": "fp32", "F16": "fp16", "BF16": "bf16", "I64": "int64", "I32": "int32",
@@ -81,11 +81,6 @@ def _entry(path: Path, name: str, entry: object, data_start: int, size: int) -> 
         raise InputError(where, f"tensor ends at byte {data_start + end} (data_offsets {offsets}), past the "
                          f"file's end at {size} bytes", _FIX)
     return TensorMeta(name, tuple(entry["shape"]), DTYPES[code]), data_start + begin
-
-
-def unsupported_dtype(code: str, supported) -> str:
-    """The one wording for a dtype no reader converts (kept in ``skipped``; named if conversion fails)."""
-    return f"dtype {code} is not supported; supported: {', '.join(supported)}"
 
 
 def _check_overlaps(path: Path, found: list[tuple[TensorMeta, int]]) -> None:

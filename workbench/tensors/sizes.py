@@ -54,6 +54,9 @@ def tensor_bytes(shape: Any, item_size: int, where: str, key: str = "shape") -> 
 def check_claim(needed: int, available: int, where: str, what: str = "the header") -> None:
     """Refuse a header that claims more bytes than the file holds (before anything is allocated)."""
     if needed > available:
-        raise InputError(where, f"{what} claims {describe_size(needed)} ({needed} bytes) of data, the file holds "
-                         f"{describe_size(max(available, 0))} ({max(available, 0)} bytes)",
+        raise InputError(where, f"{what} claims {_bytes(needed)} of data, the file holds {_bytes(max(available, 0))}",
                          "the file is truncated or its header is damaged: re-save or re-copy it")
+
+
+def _bytes(count: int) -> str:
+    return f"{count} bytes" if count < 1024 else f"{describe_size(count)} ({count} bytes)"
