@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def load_npy(path: Path, verify_sha256: str | None = None) -> np.ndarray:
         raise
     except FileNotFoundError:
         raise CaptureError(str(path), "file not found", "re-capture this step", check="missing") from None
-    except (ValueError, EOFError, OSError) as error:
+    except _BAD_NPY as error:
         raise _corrupt(path, error) from None
 
 
@@ -65,19 +66,58 @@ def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
     try:
         size = input_stat(path, regular=True).st_size
         with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, dtype = reader(handle)
-            offset = handle.tell()
-        needed = tensor_bytes(shape, dtype.itemsize, str(path))
-        check_claim(needed, size - offset, str(path), f"truncated or corrupt .npy: its header ({dtype} {list(shape)})")
-        return tuple(shape), dtype
+            shape, dtype, offset = _header(handle)
+        _check_claim(shape, dtype, size - offset, str(path))
+        return shape, dtype
     except CaptureError:
         raise
     except InputError as error:
         raise CaptureError(error.where, error.problem, error.fix, check="corrupt") from None
-    except (ValueError, EOFError, OSError, SyntaxError, RecursionError, MemoryError) as error:
+    except _BAD_NPY as error:
         raise _corrupt(path, error) from None
+
+
+_BAD_NPY = (ValueError, EOFError, OSError, SyntaxError, RecursionError, MemoryError)
+
+
+def _header(handle) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, offset of the data) of the ``.npy`` stream at ``handle``'s position."""
+    version = np.lib.format.read_magic(handle)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = reader(handle)
+    return tuple(shape), dtype, handle.tell()
+
+
+def _check_claim(shape, dtype: np.dtype, available: int, where: str) -> None:
+    needed = tensor_bytes(shape, dtype.itemsize, where)
+    check_claim(needed, available, where, f"truncated or corrupt .npy: its header ({dtype} {list(shape)})")
+
+
+def load_npz(path: Path, keys: tuple[str, ...], fix: str) -> dict[str, np.ndarray]:
+    """Arrays ``keys`` of an ``.npz``, each member's header checked against its size before loading.
+
+    Errors are InputErrors naming the file and the array (``path [tokens]``).
+    """
+    input_stat(path, regular=True)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for key in keys:
+                where = f"{path} [{key}]"
+                try:
+                    info = archive.getinfo(f"{key}.npy")
+                except KeyError:
+                    raise InputError(str(path), f"missing array {key!r} (it holds "
+                                     f"{', '.join(n[:-4] for n in archive.namelist()) or 'nothing'})", fix) from None
+                with archive.open(info) as member:
+                    shape, dtype, offset = _header(member)
+                _check_claim(shape, dtype, info.file_size - offset, where)
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in keys}
+    except InputError:
+        raise
+    except (zipfile.BadZipFile, *_BAD_NPY) as error:
+        text = (str(error).splitlines() or [type(error).__name__])[0][:120]
+        raise InputError(str(path), f"not a readable .npz ({text})", fix) from None
 
 
 def _corrupt(path: Path, error: BaseException) -> CaptureError:
