@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import InputError, location
+from workbench.input_files import input_stat
 
 _TORCH_DTYPES = {
     "float32", "float", "float64", "double", "float16", "half", "bfloat16", "complex64", "cfloat",
@@ -218,10 +219,9 @@ def find_checkpoint_file(path: Path | str) -> Path:
     """The file holding ``args``: model_optim_rng.pt itself, inside an ``iter_*`` dir, or the
     iteration named by ``latest_checkpointed_iteration.txt`` in a checkpoint root."""
     path = Path(path)
-    if path.is_file():
-        return path
     if not path.is_dir():
-        raise InputError(location(path), "no such file or directory", "check the checkpoint path")
+        input_stat(path, regular=True)     # missing, looping symlink, FIFO: each named
+        return path
     if (path / "model_optim_rng.pt").is_file():
         return path / "model_optim_rng.pt"
     tracker = path / "latest_checkpointed_iteration.txt"
