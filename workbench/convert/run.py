@@ -76,7 +76,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     (an HF folder's config.json, a Megatron checkpoint's args), else from the tensor shapes.
     """
     from .. import spec
-    from ..tensors.common import unsupported_dtype_error
+    from ..tensors.common import explain_skipped_dtype
     from ..tensors.open import open_source
 
     path = Path(path)
@@ -91,8 +91,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
         return DescribedSource(source, arch_spec, fmt, given)
     except InputError as error:           # names fit no spec because a tensor was skipped for its dtype?
         source.close()
-        cause = unsupported_dtype_error(source) if error.where.endswith("tensor names") else None
-        raise (cause or error) from None
+        raise explain_skipped_dtype(source, error) from None
     except BaseException:
         source.close()
         raise
@@ -113,6 +112,7 @@ def _carried_params(path: Path, framework: str | None) -> dict:
 def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
     from .. import spec
+    from ..tensors.common import explain_skipped_dtype
 
     described = describe_source(source_path, options.arch, options.source_format, options.config,
                                 options.allow_unmapped)
@@ -120,6 +120,9 @@ def prepare(source_path: Path | str, options: ConvertOptions):
         plan = spec.build_plan(described.source.metas(), described.format, options.to, described.arch,
                                described.params, target_dtype=options.dtype, pad_vocab_to=options.pad_vocab_to,
                                allow_unmapped=options.allow_unmapped)
+    except InputError as error:           # a tensor missing because it was skipped for its dtype?
+        described.source.close()
+        raise explain_skipped_dtype(described.source, error) from None
     except BaseException:
         described.source.close()
         raise

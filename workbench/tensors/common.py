@@ -52,15 +52,16 @@ def unsupported_dtype(code: str, supported: Iterable[str]) -> str:
     return f"dtype {code} {UNSUPPORTED}; supported: {', '.join(supported)}"
 
 
-def unsupported_dtype_error(source) -> InputError | None:
-    """An error naming the first tensor of ``source`` skipped for its dtype, if any (else None).
+def explain_skipped_dtype(source, error: InputError) -> InputError:
+    """``error``, or the error naming a tensor ``source`` skipped for its dtype when that explains it.
 
-    Called when no converter spec matches the names that remain: the missing tensor is the cause.
+    It does when ``error`` names that tensor as missing, or when no spec fits the names that remain.
     """
-    reasons = getattr(source, "skipped", None) or {}
-    name = next((key for key, reason in reasons.items() if UNSUPPORTED in reason), None)
-    if name is None:
-        return None
+    reasons = {name: reason for name, reason in (getattr(source, "skipped", None) or {}).items()
+               if UNSUPPORTED in reason}
+    name = error.where if error.where in reasons else next(iter(reasons), None)
+    if name is None or (name != error.where and not error.where.endswith("tensor names")):
+        return error
     return InputError(f"{source.path} [{name}]", reasons[name],
                       "convert those tensors to a supported dtype first (or pass --allow-unmapped to leave them out)")
 
