@@ -89,10 +89,10 @@ def _check(spec: RunSpec) -> None:
 def run(spec: RunSpec) -> RunResult:
     """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads)."""
     _check(spec)
-    spec.out.mkdir(parents=True, exist_ok=True)
     steps = spec.train.steps
-    batches = (load_batches(spec.batches, steps) if spec.batches else
+    batches = (load_batches(spec.batches, steps) if spec.batches else       # bad batches: nothing is created
                synthetic_batches(spec.model, steps, spec.micro_batch_size, spec.data_seed))
+    spec.out.mkdir(parents=True, exist_ok=True)
     grads_dir = spec.out / "grads" if spec.grads else None
     log = spec.out / "train.log"
     trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
