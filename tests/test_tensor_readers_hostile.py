@@ -209,3 +209,20 @@ def test_a_well_formed_file_still_reads(tmp_path):
     path.write_bytes(safetensors_bytes({"__metadata__": {"format": "pt"}, **good_entry()},
                                        np.arange(2, dtype=np.float32).tobytes()))
     assert open_source(path).read("w").tolist() == [0.0, 1.0]
+
+
+def test_spec_files_and_megatron_checkpoint_paths_name_loops_and_fifos(tmp_path):
+    from workbench.config.megatron_checkpoint import find_checkpoint_file
+    from workbench.spec.loader import available_archs, load_arch
+
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    os.mkfifo(tmp_path / "pipe.yaml")
+    assert available_archs(tmp_path) == []                       # listing never opens the pipe
+    with pytest.raises(InputError, match=r"loop\.yaml: is a symlink that loops"):
+        load_arch("loop", tmp_path)
+    with pytest.raises(InputError, match=r"pipe\.yaml: is a pipe \(FIFO\)"):
+        load_arch("pipe", tmp_path)
+    with pytest.raises(InputError, match=r"loop\.yaml: is a symlink that loops"):
+        find_checkpoint_file(tmp_path / "loop.yaml")
+    with pytest.raises(InputError, match=r"pipe\.yaml: is a pipe \(FIFO\)"):
+        find_checkpoint_file(tmp_path / "pipe.yaml")
