@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..input_files import input_stat
-from .base import ITEM_SIZE, STORAGE, TensorMeta
+from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel, unsupported_dtype
 from .sizes import check_shape
 
@@ -213,7 +213,7 @@ def _merge_slices(path: Path, records: list[dict]) -> list[dict]:
     return merged
 
 
-class MindSporeCkptSource:
+class MindSporeCkptSource(SourceBase):
     """A MindSpore ``.ckpt`` read lazily: records indexed once, tensor bytes memory-mapped.
 
     Entries that are not tensors of a supported dtype (``append_dict`` strings, map tensors,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..input_files import expect, expect_count, input_stat, parse_json, read_json
-from .base import ITEM_SIZE, TensorMeta
+from .base import ITEM_SIZE, SourceBase, TensorMeta
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, unsupported_dtype
 from .sizes import check_shape, tensor_bytes
 
@@ -131,7 +131,7 @@ def shard_files(path: Path) -> list[Path]:
     return _index_files(path) if path.name.endswith(".json") else [path]
 
 
-class SafetensorsSource:
+class SafetensorsSource(SourceBase):
     """One ``.safetensors`` file, or a folder / ``*.index.json`` of shards, read lazily."""
 
     def __init__(self, path: Path | str):
@@ -238,7 +238,7 @@ class SafetensorsSink(StreamingSink):
             targets = [self.path / shard_name(i, len(groups)) for i in range(len(groups))]
         else:
             targets = [self.path]
-        self._plan = list(zip(targets, groups))
+        self._plan = list(zip(targets, groups, strict=True))
         self._done: list[PartialFile] = []
         self._committed: list[Path] = []
         self._current: PartialFile | None = None
