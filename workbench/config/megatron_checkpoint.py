@@ -40,6 +40,7 @@ from pathlib import Path
 
 from workbench import safe_pickle
 from workbench.errors import InputError, location
+from workbench.input_files import input_stat
 from workbench.safe_pickle import SafeUnpickler, zip_member
 from workbench.tensors.megatron_files import TRACKER_FILE, read_tracker
 
@@ -223,10 +224,9 @@ def find_checkpoint_file(path: Path | str) -> Path:
     """The file holding ``args``: model_optim_rng.pt itself, inside an ``iter_*`` dir, or the
     iteration named by ``latest_checkpointed_iteration.txt`` in a checkpoint root."""
     path = Path(path)
-    if path.is_file():
-        return path
     if not path.is_dir():
-        raise InputError(location(path), "no such file or directory", "check the checkpoint path")
+        input_stat(path, regular=True)     # missing, looping symlink, FIFO: each named
+        return path
     if (path / "model_optim_rng.pt").is_file():
         return path / "model_optim_rng.pt"
     tracked = read_tracker(path)

@@ -76,6 +76,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     (an HF folder's config.json, a Megatron checkpoint's args), else from the tensor shapes.
     """
     from .. import spec
+    from ..tensors.common import explain_skipped_dtype
     from ..tensors.open import open_source
 
     path = Path(path)
@@ -88,6 +89,9 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
         fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
         given = spec.params_from_config(config) if config else _carried_params(path, framework)
         return DescribedSource(source, arch_spec, fmt, given)
+    except InputError as error:           # names fit no spec because a tensor was skipped for its dtype?
+        source.close()
+        raise explain_skipped_dtype(source, error) from None
     except BaseException:
         source.close()
         raise
@@ -108,6 +112,7 @@ def _carried_params(path: Path, framework: str | None) -> dict:
 def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
     from .. import spec
+    from ..tensors.common import explain_skipped_dtype
 
     described = describe_source(source_path, options.arch, options.source_format, options.config,
                                 options.allow_unmapped)
@@ -115,6 +120,9 @@ def prepare(source_path: Path | str, options: ConvertOptions):
         plan = spec.build_plan(described.source.metas(), described.format, options.to, described.arch,
                                described.params, target_dtype=options.dtype, pad_vocab_to=options.pad_vocab_to,
                                allow_unmapped=options.allow_unmapped)
+    except InputError as error:           # a tensor missing because it was skipped for its dtype?
+        described.source.close()
+        raise explain_skipped_dtype(described.source, error) from None
     except BaseException:
         described.source.close()
         raise

@@ -51,16 +51,23 @@ class RunResult:
 
 def load_batches(path: Path, steps: int) -> list[dict[str, np.ndarray]]:
     """Megatron batches from an .npz of ``tokens``, ``labels``, ``loss_mask`` shaped [steps, b, s]."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in ("tokens", "labels", "loss_mask")}
-    except KeyError as missing:
-        raise InputError(str(path), f"missing array {missing}", "write tokens, labels and loss_mask") from None
-    except (OSError, ValueError) as error:
-        raise InputError(str(path), f"not a readable .npz ({error})", "pass a file written by np.savez") from None
+    from ..replay.npy_files import load_npz
+
+    arrays = load_npz(path, BATCH_KEYS, "write tokens, labels and loss_mask with np.savez")
+    if arrays["tokens"].ndim != 3:
+        raise InputError(f"{path} [tokens]", f"tokens shape {list(arrays['tokens'].shape)}, expected [steps, b, s]",
+                         "write tokens, labels and loss_mask shaped [steps, b, s]")
+    for key, array in arrays.items():
+        if array.shape != arrays["tokens"].shape:
+            raise InputError(f"{path} [{key}]", f"{key} shape {list(array.shape)} disagrees with tokens shape "
+                             f"{list(arrays['tokens'].shape)}; all three are [steps, b, s]",
+                             "write tokens, labels and loss_mask of one shape")
     if len(arrays["tokens"]) < steps:
         raise InputError(str(path), f"{len(arrays['tokens'])} batches for {steps} steps", "write more or train fewer steps")
     return [{key: array[step] for key, array in arrays.items()} for step in range(steps)]
+
+
+BATCH_KEYS = ("tokens", "labels", "loss_mask")
 
 
 def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> None:
@@ -87,10 +94,10 @@ def _check(spec: RunSpec) -> None:
 def run(spec: RunSpec) -> RunResult:
     """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads)."""
     _check(spec)
-    spec.out.mkdir(parents=True, exist_ok=True)
     steps = spec.train.steps
-    batches = (load_batches(spec.batches, steps) if spec.batches else
+    batches = (load_batches(spec.batches, steps) if spec.batches else       # bad batches: nothing is created
                synthetic_batches(spec.model, steps, spec.micro_batch_size, spec.data_seed))
+    spec.out.mkdir(parents=True, exist_ok=True)
     grads_dir = spec.out / "grads" if spec.grads else None
     log = spec.out / "train.log"
     trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)

@@ -6,11 +6,11 @@ through :func:`workbench.config.read_config` + ``resolve`` (canonical keys such 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..input_files import expect, read_json
 
 # canonical key -> spec parameter
 _CANONICAL = {"model.num_layers": "num_layers", "model.hidden_size": "hidden", "model.num_attention_heads": "num_heads",
@@ -56,20 +56,11 @@ def params_from_config(path: Path | str, framework: str | None = None) -> dict[s
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(str(path), f"not a readable JSON config ({error})", "pass the model's config.json") from None
-    if not isinstance(data, dict):
-        raise InputError(str(path), "expected a JSON object", "pass the model's config.json")
-    return data
+    return expect(read_json(path, what="JSON config"), dict, str(path), "the config", "pass the model's config.json")
 
 
 def _is_hf_config(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
+    data = read_json(path, what="JSON config")      # unreadable or too deep: one line, not a guess
     return isinstance(data, dict) and ("model_type" in data or "num_hidden_layers" in data)
 
 

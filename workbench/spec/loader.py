@@ -26,11 +26,13 @@ rule that shares a logical part. Every format must then map every logical name e
 """
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, location
+from ..input_files import input_stat
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
 from .arch import ArchSpec, FormatSpec, LogicalTensor
@@ -49,17 +51,19 @@ def converters_dir(folder: Path | str | None = None) -> Path:
 
 def available_archs(folder: Path | str | None = None) -> list[str]:
     """Names of the architecture specs: ``converters/*.yaml`` with a top-level ``arch:`` (not ``_hub.yaml``)."""
-    return sorted(p.stem for p in converters_dir(folder).glob("*.yaml")
-                  if not p.name.startswith("_") and _ARCH_LINE.search(p.read_text(encoding="utf-8", errors="replace")))
+    return sorted(p.stem for p in converters_dir(folder).glob("*.yaml")       # is_file: a FIFO here is not read
+                  if not p.name.startswith("_") and p.is_file()
+                  and _ARCH_LINE.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
 def load_arch(name: str, folder: Path | str | None = None) -> ArchSpec:
     """The validated spec of architecture ``name`` (cached per file)."""
     base = converters_dir(folder)
     path = base / f"{name}.yaml"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise InputError(str(path), f"no converter spec for arch '{name}'",
                          f"use one of {', '.join(available_archs(base))} or write converters/{name}.yaml")
+    input_stat(path, regular=True)          # a looping symlink or a FIFO is named, not "no spec"
     return _load(path.resolve(), path.stat().st_mtime_ns, ())
 
 
@@ -137,9 +141,10 @@ def _start(doc: YamlDoc, data: dict, chain: tuple[str, ...], path: Path) -> Arch
         raise InputError(_where(doc, "extends"), f"extends cycle: {' -> '.join(chain + (path.stem, parent_name))}",
                          "remove the cycle")
     parent_path = path.parent / f"{parent_name}.yaml"
-    if not parent_path.is_file():
+    if not os.path.lexists(parent_path):
         raise InputError(_where(doc, "extends"), f"extends unknown arch '{parent_name}'",
                          f"use one of {', '.join(available_archs(path.parent))}")
+    input_stat(parent_path, regular=True)
     parent = _load(parent_path.resolve(), parent_path.stat().st_mtime_ns, chain + (path.stem,))
     return ArchSpec(path.stem, path, parent.params, dict(parent.logical), dict(parent.formats), parent_name,
                     description or parent.description)

@@ -7,6 +7,7 @@ dtype cast needs to know (see :func:`cast`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
@@ -28,7 +29,7 @@ class TensorMeta:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * ITEM_SIZE[self.dtype]
+        return math.prod(int(dim) for dim in self.shape) * ITEM_SIZE[self.dtype]   # Python ints: never wraps
 
 
 class TensorSource(Protocol):

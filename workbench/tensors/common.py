@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..fileio import AtomicFile, from_writing, os_error
 from .base import STORAGE, TensorMeta
+from .sizes import numel
 
 
 # ----------------------------------------------------------------------------- reading
@@ -24,15 +25,11 @@ from .base import STORAGE, TensorMeta
 def mapped_array(path: Path, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A read-only ``np.memmap`` of exactly ``shape`` x ``dtype`` bytes at ``offset`` of ``path``."""
     storage = STORAGE[dtype]
-    count = int(np.prod(shape, dtype=np.int64))
+    count = numel(shape)
     if count == 0:                      # mmap cannot map zero bytes
         return np.empty(shape, dtype=storage)
     view = np.memmap(path, dtype=storage, mode="r", offset=offset, shape=(count,))
     return view.reshape(shape)
-
-
-def numel(shape: Iterable[int]) -> int:
-    return int(np.prod(tuple(shape), dtype=np.int64))
 
 
 def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputError:
@@ -43,6 +40,29 @@ def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputE
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.8)
     hint = f"similar: {', '.join(close)}" if close else f"it holds {len(known)} tensors; list them with metas()"
     return InputError(str(where), f"no tensor named {name!r}", hint)
+
+
+UNSUPPORTED = "is not supported"
+"""The words every reader's ``skipped`` reason uses for a dtype it cannot convert."""
+
+
+def unsupported_dtype(code: str, supported: Iterable[str]) -> str:
+    """The one wording for a dtype no reader converts (kept in ``skipped``; named when conversion fails)."""
+    return f"dtype {code} {UNSUPPORTED}; supported: {', '.join(supported)}"
+
+
+def explain_skipped_dtype(source, error: InputError) -> InputError:
+    """``error``, or the error naming a tensor ``source`` skipped for its dtype when that explains it.
+
+    It does when ``error`` names that tensor as missing, or when no spec fits the names that remain.
+    """
+    reasons = {name: reason for name, reason in (getattr(source, "skipped", None) or {}).items()
+               if UNSUPPORTED in reason}
+    name = error.where if error.where in reasons else next(iter(reasons), None)
+    if name is None or (name != error.where and not error.where.endswith("tensor names")):
+        return error
+    return InputError(f"{source.path} [{name}]", reasons[name],
+                      "convert those tensors to a supported dtype first (or pass --allow-unmapped to leave them out)")
 
 
 # ----------------------------------------------------------------------------- writing

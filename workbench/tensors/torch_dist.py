@@ -37,6 +37,7 @@ from ..safe_pickle import SafeUnpickler, read_limited
 from .base import SourceBase, TensorMeta
 from .common import missing_tensor, numel
 from .megatron_files import read_tracker
+from .sizes import check_shape
 from .torch_io import dtype_name, tensor_to_numpy
 
 METADATA_FILE = ".metadata"
@@ -178,7 +179,8 @@ class TorchDistSource(SourceBase):
         if dtype is None:
             self.skipped[key] = f"dtype {item.properties.dtype} is not supported"
             return
-        for name, prefix, shape in unstack(key, tuple(item.size)):
+        size = check_shape(list(item.size), f"{self.folder} [{key}]", "size")   # absurd dims refused (tensors/sizes)
+        for name, prefix, shape in unstack(key, size):
             if name in self._metas:
                 raise InputError(f"{self.folder} [{name}]", f"produced by two keys ({key})", _FIX)
             self._metas[name] = TensorMeta(name, shape, dtype)
