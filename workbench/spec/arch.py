@@ -82,6 +82,7 @@ class ArchSpec:
     formats: dict[str, FormatSpec]
     extends: str | None = None
     description: str = ""
+    hf_config: object = None                   # HfConfigSpec of the ``hf_config:`` block (spec/hf_config.py)
 
     # ------------------------------------------------------------------ lookups
     def format(self, name: str) -> FormatSpec:

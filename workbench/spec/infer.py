@@ -69,7 +69,10 @@ def _given(given: Mapping[str, int], arch: ArchSpec) -> dict[str, int]:
     if unknown:
         raise InputError("given parameters", f"unknown parameter(s) {', '.join(unknown)}",
                          f"use {', '.join(sorted(PARAM_NAMES))}")
-    return {name: int(value) for name, value in given.items() if name in arch.params and value is not None}
+    from ..input_files import expect_count
+
+    return {name: expect_count(value, "given parameters", name, fix=f"give {name} as a whole number")
+            for name, value in given.items() if name in arch.params and value is not None}
 
 
 def _counts(resolution: Resolution, arch: ArchSpec) -> dict[str, int]:
