@@ -31,6 +31,7 @@ class LogicalTensor:
     shape: tuple[Expr, ...]
     layers: str                  # "all" | "dense" | "moe" (ignored for names without {i})
     order: int                   # position in the hub (output order)
+    tied_to: str | None = None   # may be absent from a checkpoint: then it is this tensor (tied embeddings)
 
     @property
     def name(self) -> str:

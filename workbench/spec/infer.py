@@ -107,7 +107,7 @@ def _equations(metas: Mapping[str, TensorMeta], resolution: Resolution, arch: Ar
         if len(expected) != len(actual):
             raise InputError(name, f"shape {list(actual)} has {len(actual)} dims, {rule.describe()} expects "
                              f"{len(expected)}: [{', '.join(map(str, expected))}]", "check the arch and format")
-        for axis, (dim, value) in enumerate(zip(expected, actual)):
+        for axis, (dim, value) in enumerate(zip(expected, actual, strict=True)):
             expr = Expr.const(dim) if isinstance(dim, int) else dim
             equations.append(Equation(expr, int(value), name, axis, rule))
     return equations

@@ -197,7 +197,7 @@ def _add_logical(doc: YamlDoc, data: dict, spec: ArchSpec, hub: dict[str, Logica
             raise InputError(where, f"logical name {name!r} is unknown to the hub ({HUB_FILE})",
                              "use a hub name (see converters/_hub.yaml) or add it there")
         entry = hub[name]
-        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order)
+        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order, entry.tied_to)
         missing = sorted(set().union(*(d.variables() for d in tensor.shape)) - known)
         if missing:
             raise InputError(where, f"shape of '{name}' uses parameter(s) {', '.join(missing)} not in params",
