@@ -53,12 +53,13 @@ def check_destination(path: Path | str, to: str, force: bool) -> Path:
 
 
 def open_destination(path: Path | str, plan, to: str, hf_config: dict | None = None):
-    """The streaming writer for ``path``: a folder writer (with ``config.json`` for hf) or one file."""
+    """The streaming writer for ``path``: a folder writer (with ``config.json`` for hf) or one file.
+    What is in the way is replaced once the output is complete: call :func:`check_destination` first."""
     from ..tensors.open import open_sink
     from .hf_folder import FolderSink
 
     path = Path(path)
     kind = destination_kind(path, to)
     if kind in (HF_FOLDER, FOLDER):
-        return FolderSink(path, plan.targets, config=hf_config if kind == HF_FOLDER else None)
+        return FolderSink(path, plan.targets, config=hf_config if kind == HF_FOLDER else None, replace=True)
     return open_sink(path, plan.targets, fmt=kind)

@@ -34,12 +34,14 @@ class FolderSink:
     """Streams ``metas`` (in order) into the folder ``path``; ``config`` becomes ``config.json``."""
 
     def __init__(self, path: Path | str, metas: list[TensorMeta], *, config: dict | None = None,
-                 shard_bytes: int | None = None, metadata: dict | None = None):
+                 shard_bytes: int | None = None, metadata: dict | None = None, replace: bool = False):
         self.path = Path(path)
         self.config = config
-        self.notes: list[str] = []
         if not self.path.parent.is_dir():
             raise InputError(str(self.path), f"folder {self.path.parent} does not exist", "create it first")
+        if not replace and self.path.exists() and not (self.path.is_dir() and not any(self.path.iterdir())):
+            raise InputError(str(self.path), "already exists and is not an empty folder",
+                             "choose another path, or replace it (--force)")
         shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
         metadata = {"format": "pt"} if metadata is None else metadata    # what transformers expects
         self.staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent))
@@ -52,6 +54,7 @@ class FolderSink:
             shutil.rmtree(self.staging, ignore_errors=True)
             raise
         self._done = False
+        self.files: list[Path] = []
 
     def write(self, name: str, array: np.ndarray) -> None:
         try:
@@ -74,7 +77,8 @@ class FolderSink:
             self.abort()
             raise
         self._done = True
-        return [self.path / name for name in names]
+        self.files = [self.path / name for name in names]
+        return self.files
 
     def abort(self) -> None:
         if not self._done:
