@@ -106,7 +106,7 @@ class ArchSpec:
         """Every index assignment of the rule's physical name (one per physical tensor)."""
         ranges = self.ranges(rule, params)
         for values in product(*(ranges[v] for v in rule.variables)):
-            yield dict(zip(rule.variables, values))
+            yield dict(zip(rule.variables, values, strict=True))
 
     def groups(self, rule: Rule, params: ModelParams) -> int:
         ranges = self.ranges(rule, params)
@@ -119,7 +119,7 @@ class ArchSpec:
         ranges = self.ranges(rule, params)
         names = []
         for values in product(*(ranges[v] for v in rule.collapsed)):
-            full = {**env, **dict(zip(rule.collapsed, values))}
+            full = {**env, **dict(zip(rule.collapsed, values, strict=True))}
             names += [part.format(full) for part in rule.parts]
         return names
 
