@@ -101,7 +101,8 @@ def _refuse_unreadable_dtypes(source, allow_unmapped: bool) -> None:
     unreadable = {name: why for name, why in getattr(source, "skipped", {}).items() if "dtype" in why}
     if unreadable and not allow_unmapped:
         name, why = next(iter(unreadable.items()))
-        raise InputError(f"{source.path} [{name}]", f"{why}; {len(unreadable)} tensor(s) have such dtypes",
+        where = f"{getattr(source, 'path', 'source')} [{name}]"
+        raise InputError(where, f"{why}; {len(unreadable)} tensor(s) have such dtypes",
                          "cast them to fp32/fp16/bf16 first (an fp8 checkpoint must be dequantised), "
                          "or pass --allow-unmapped to leave them out")
 
@@ -142,7 +143,7 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
     destination = Path(destination)
     destination_kind(destination, options.to)
     source, arch, source_format, params, plan = prepare(source_path, options)
-    try:
+    with source:
         hf = hf_config_for(plan, arch, config=options.config, source=Path(source_path),
                            framework=CONTAINER_FRAMEWORK.get(type(source).__name__)) if options.to == "hf" else None
         sink = open_destination(destination, plan, options.to, hf.config if hf else None)
@@ -156,8 +157,6 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
             verify(plan, source, destination, {
                 "invertible": options.dtype is None and options.pad_vocab_to is None, "arch": arch,
                 "source_format": source_format, "target_format": options.to, "params": params})
-    finally:
-        source.close()
     return ConversionReport(Path(source_path), destination, arch.name, source_format, options.to,
                             _params_dict(params), len(plan.steps), written, time.perf_counter() - start, files,
                             list(plan.unmapped), options.verify, list(plan.tied), hf.assumed if hf else [])
@@ -215,8 +214,7 @@ def verify(plan, source, destination: Path, context: dict) -> None:
     from .. import spec
     from ..tensors.open import open_source
 
-    output = open_source(destination)
-    try:
+    with open_source(destination) as output:
         if context["invertible"]:
             inverse = spec.build_plan(output.metas(), context["target_format"], context["source_format"],
                                       context["arch"], context["params"])
@@ -227,8 +225,6 @@ def verify(plan, source, destination: Path, context: dict) -> None:
             if not _same_bits(rebuilt, read(name)):
                 raise InputError(str(destination), f"tensor {name} does not match its source after conversion",
                                  "re-run the conversion; report the tensor if it persists")
-    finally:
-        output.close()
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
