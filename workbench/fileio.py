@@ -153,6 +153,11 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def folder_mode() -> int:
+    """``0o777 & ~umask``: the mode ``mkdir`` would give a new folder."""
+    return 0o777 & ~_umask()
+
+
 def _umask() -> int:
     """The process umask, read without changing it where Linux allows (os.umask is process-global)."""
     try:

@@ -31,6 +31,8 @@ class ConversionReport:
     files: list[Path] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     verified: bool = False
+    tied: list[str] = field(default_factory=list)        # logical names kept tied (lm_head = embed)
+    assumed: list[str] = field(default_factory=list)     # config.json values no config stated (hf)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     path = Path(path)
     source = open_source(path)
     try:
+        _refuse_unreadable_dtypes(source, allow_unmapped)
         metas = source.metas()
         arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped))
         framework = CONTAINER_FRAMEWORK.get(type(source).__name__)
@@ -95,6 +98,17 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     except BaseException:
         source.close()
         raise
+
+
+def _refuse_unreadable_dtypes(source, allow_unmapped: bool) -> None:
+    """A tensor whose dtype the readers do not carry is named, not silently left out of the names."""
+    unreadable = {name: why for name, why in getattr(source, "skipped", {}).items() if "dtype" in why}
+    if unreadable and not allow_unmapped:
+        name, why = next(iter(unreadable.items()))
+        where = f"{getattr(source, 'path', 'source')} [{name}]"
+        raise InputError(where, f"{why}; {len(unreadable)} tensor(s) have such dtypes",
+                         "cast them to fp32/fp16/bf16 first (an fp8 checkpoint must be dequantised), "
+                         "or pass --allow-unmapped to leave them out")
 
 
 def _carried_params(path: Path, framework: str | None) -> dict:
@@ -130,13 +144,17 @@ def prepare(source_path: Path | str, options: ConvertOptions):
 
 
 def convert(source_path: Path | str, destination: Path | str, options: ConvertOptions) -> ConversionReport:
-    from ..tensors.open import open_sink
+    from .destination import open_destination, destination_kind
+    from .hf_folder import hf_config_for
 
     start = time.perf_counter()
     destination = Path(destination)
+    destination_kind(destination, options.to)
     source, arch, source_format, params, plan = prepare(source_path, options)
     with source:
-        sink = open_sink(destination, plan.targets)
+        hf = hf_config_for(plan, arch, config=options.config, source=Path(source_path),
+                           framework=CONTAINER_FRAMEWORK.get(type(source).__name__)) if options.to == "hf" else None
+        sink = open_destination(destination, plan, options.to, hf.config if hf else None)
         try:
             written = _stream(plan, source, sink, options)
             files = sink.finish()
@@ -149,7 +167,7 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
                 "source_format": source_format, "target_format": options.to, "params": params})
     return ConversionReport(Path(source_path), destination, arch.name, source_format, options.to,
                             _params_dict(params), len(plan.steps), written, time.perf_counter() - start, files,
-                            list(plan.unmapped), options.verify)
+                            list(plan.unmapped), options.verify, list(plan.tied), hf.assumed if hf else [])
 
 
 def _params_dict(params) -> dict:

@@ -18,6 +18,7 @@ Schema (one file per architecture)::
         note: text                   # optional
         ignore: ["*._extra_state"]   # optional: physical names never read
         layers.{i}.attn.[q,k,v]: {name: model.layers.{i}.attention.w_qkv.weight, transform: grouped_qkv}
+    hf_config: {model_type: llama, ...}  # optional: the HF config.json of this arch (schema: spec/hf_config.py)
 
 A rule value is a name or ``{name, transform (name or list), alt (list), args {arg: expr}, reshape [exprs]}``.
 YAML note: a name with ``{i}`` inside a flow collection (``{name: ...}``, ``[...]``) must be quoted.
@@ -36,11 +37,12 @@ from ..input_files import input_stat
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
 from .arch import ArchSpec, FormatSpec, LogicalTensor
+from .hf_config import check_sizes, parse_block
 from .hub import HUB_FILE, load_hub, parse_shape
 from .model_params import PARAM_NAMES
 from .rules import parse_rule, validate_format
 
-TOP_KEYS = {"arch", "description", "extends", "drop", "drop_formats", "params", "logical", "formats"}
+TOP_KEYS = {"arch", "description", "extends", "drop", "drop_formats", "params", "logical", "formats", "hf_config"}
 FORMAT_KEYS = {"extends", "variant_of", "note", "ignore"}
 _ARCH_LINE = re.compile(r"^arch:", re.MULTILINE)      # other files here (megatron_parallel.yaml) are not arch specs
 
@@ -92,6 +94,9 @@ def _load(path: Path, mtime: int, chain: tuple[str, ...]) -> ArchSpec:
         raise InputError(_where(doc, "params"), f"the logical names need parameter(s) {', '.join(undeclared)}",
                          f"add {', '.join(undeclared)} to params")
     spec.params = tuple(name for name in spec.params if name in used)
+    spec.hf_config = parse_block(doc, spec.hf_config)
+    if spec.hf_config is not None:
+        check_sizes(spec.hf_config, spec.params)
     return spec
 
 
@@ -147,7 +152,7 @@ def _start(doc: YamlDoc, data: dict, chain: tuple[str, ...], path: Path) -> Arch
     input_stat(parent_path, regular=True)
     parent = _load(parent_path.resolve(), parent_path.stat().st_mtime_ns, chain + (path.stem,))
     return ArchSpec(path.stem, path, parent.params, dict(parent.logical), dict(parent.formats), parent_name,
-                    description or parent.description)
+                    description or parent.description, parent.hf_config)
 
 
 def _drop(doc: YamlDoc, data: dict, spec: ArchSpec) -> None:
@@ -197,7 +202,7 @@ def _add_logical(doc: YamlDoc, data: dict, spec: ArchSpec, hub: dict[str, Logica
             raise InputError(where, f"logical name {name!r} is unknown to the hub ({HUB_FILE})",
                              "use a hub name (see converters/_hub.yaml) or add it there")
         entry = hub[name]
-        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order)
+        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order, entry.tied_to)
         missing = sorted(set().union(*(d.variables() for d in tensor.shape)) - known)
         if missing:
             raise InputError(where, f"shape of '{name}' uses parameter(s) {', '.join(missing)} not in params",
