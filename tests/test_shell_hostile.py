@@ -2,15 +2,20 @@
 arguments, runaway arithmetic, bad bytes; through parse_launch_script and the real CLI."""
 from __future__ import annotations
 
+import json
+import os
 import random
+import shlex
 import shutil
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from workbench_testing import EXAMPLE_MINDFORMERS
+from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS, ROOT
 from workbench.cli.main import main
 from workbench.config.shell_ansi_c import expand_ansi_c
 from workbench.config.shell_expand import EXPANSION_BUDGET, NESTING_LIMIT
@@ -147,3 +152,52 @@ def test_cli_refuses_a_doubling_script_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}:21:" in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ----------------------------------------------------------------- inputs read once (pipes)
+def _run_cli(*args: str | Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "workbench", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)   # a second open of a drained FIFO would hang: timeout
+
+
+def _fifo(folder: Path, like: Path) -> Path:
+    """A FIFO named like ``like`` whose writer thread sends ``like``'s content once."""
+    path = folder / like.name
+    os.mkfifo(path)
+
+    def write() -> None:
+        with open(path, "w") as handle:
+            handle.write(like.read_text())
+    threading.Thread(target=write, daemon=True).start()
+    return path
+
+
+def test_checklist_reads_each_fifo_once_like_regular_files(tmp_path):
+    regular = _run_cli("checklist", EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS, "--format", "md")
+    assert regular.returncode == 0, regular.stderr
+    megatron, mindformers = _fifo(tmp_path, EXAMPLE_MEGATRON), _fifo(tmp_path, EXAMPLE_MINDFORMERS)
+    piped = _run_cli("checklist", megatron, mindformers, "--format", "md")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.replace(str(tmp_path), str(EXAMPLE_MEGATRON.parent)) == regular.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="process substitution needs bash")
+def test_process_substitution_as_in_the_issue():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = (f"{shlex.quote(sys.executable)} -m workbench checklist <(cat {shlex.quote(str(EXAMPLE_MEGATRON))}) "
+               f"<(cat {shlex.quote(str(EXAMPLE_MINDFORMERS))}) --format json")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)
+
+
+def test_a_fifo_with_a_bad_yaml_is_named_not_called_missing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: &a [1, *a]\n")
+    pipe_dir = tmp_path / "pipes"
+    pipe_dir.mkdir()
+    fifo = _fifo(pipe_dir, bad)
+    done = _run_cli("checklist", EXAMPLE_MEGATRON, fifo)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"{fifo}:1: alias *a is recursive" in done.stderr and "not found" not in done.stderr
