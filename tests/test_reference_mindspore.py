@@ -299,7 +299,7 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
         assert float(match.group(7)) == pytest.approx(result.lr, rel=1e-6)
         assert match.group(8) == "False" and match.group(9) == "1.0"
         assert float(match.group(10)) == pytest.approx(result.global_norm, rel=1e-6)
-    assert re.search(r" - mindformers - INFO -   100\.0% \|\u2588{50}\| [\d.]+ samples/s/p  0:00:00 }", text)
+    assert re.search(r"\] - INFO -   100\.0% \|\u2588{50}\| [\d.]+ samples/s/p  0:00:00 }", text)
     blocks = text.split(" norm_size: ")[1:]
     assert len(blocks) == 2
     for block, result in zip(blocks, results):
@@ -312,10 +312,11 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
 
 def test_log_formatters_match_mindformers_text():
     message = mf_log.format_loss_message(1, 2, 2, 19, 10.63312, 1752.9, 1e-05, 1.508834)
-    assert message == ("{ Epoch:[  1/  2], step:[    2/   19], loss: 10.633, per_step_time: 1752ms, lr: 1e-05, "
+    assert message == ("{ Epoch:[  1/  2], step:[    2/   19], loss: 10.633120, per_step_time: 1752ms, lr: 1e-05, "
                        "overflow cond: False, loss_scale: 1.0, global_norm: [1.508834]")
-    assert mf_log.format_loss_message(1, 1, 3, 9, 2.0, 5, 0.001, 1.0, mean_loss=2.5).count("loss:[2.000/2.500]") == 1
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mindformers - INFO - $", mf_log.line_prefix())
+    assert mf_log.format_loss_message(1, 1, 3, 9, 2.0, 5, 0.001, 1.0, mean_loss=2.5).count("loss:[2.000000/2.500000]") == 1
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mindformers\./output/log"
+                    r"\[mindformers/core/callback/callback\.py:616\] - INFO - $", mf_log.line_prefix())
 
 
 # ------------------------------------------------------------------ modes, determinism, precision --

@@ -127,7 +127,7 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
     start = time.perf_counter()
     destination = Path(destination)
     source, arch, source_format, params, plan = prepare(source_path, options)
-    try:
+    with source:
         sink = open_sink(destination, plan.targets)
         try:
             written = _stream(plan, source, sink, options)
@@ -139,8 +139,6 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
             verify(plan, source, destination, {
                 "invertible": options.dtype is None and options.pad_vocab_to is None, "arch": arch,
                 "source_format": source_format, "target_format": options.to, "params": params})
-    finally:
-        source.close()
     return ConversionReport(Path(source_path), destination, arch.name, source_format, options.to,
                             _params_dict(params), len(plan.steps), written, time.perf_counter() - start, files,
                             list(plan.unmapped), options.verify)
@@ -198,8 +196,7 @@ def verify(plan, source, destination: Path, context: dict) -> None:
     from .. import spec
     from ..tensors.open import open_source
 
-    output = open_source(destination)
-    try:
+    with open_source(destination) as output:
         if context["invertible"]:
             inverse = spec.build_plan(output.metas(), context["target_format"], context["source_format"],
                                       context["arch"], context["params"])
@@ -210,8 +207,6 @@ def verify(plan, source, destination: Path, context: dict) -> None:
             if not _same_bits(rebuilt, read(name)):
                 raise InputError(str(destination), f"tensor {name} does not match its source after conversion",
                                  "re-run the conversion; report the tensor if it persists")
-    finally:
-        output.close()
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:

@@ -197,6 +197,8 @@ class MindFormersStyleTrainer:
         keep = self.keep_grads
         self.keep_grads = keep or grads_dir is not None
         writer = MindFormersLogWriter(log_path) if log_path is not None else None
+        if writer is not None:
+            writer.param_groups([(p.name, tuple(p.shape)) for p in self.params], self.train_config.weight_decay)
         results = []
         try:
             for index in range(steps):

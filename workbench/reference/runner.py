@@ -77,6 +77,11 @@ def _check(spec: RunSpec) -> None:
     if wrong:
         raise InputError("--save", f"{wrong} cannot be written by the {spec.side} side",
                          f"use {', '.join(SAVE_FORMATS[spec.side])}")
+    if spec.init is not None and spec.side == "mindformers":
+        from ..tensors.mindspore_ckpt import MindSporeCkptSource
+
+        with MindSporeCkptSource(spec.init):       # every record checked against the file: truncated -> InputError
+            pass
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -109,26 +114,30 @@ def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
     from ..tensors.base import cast
     from ..tensors.megatron_legacy import MegatronLegacySource
 
-    source = MegatronLegacySource(path)
-    try:
+    with MegatronLegacySource(path) as source:
         return {name: cast(np.asarray(source.read(name)), meta.dtype, "fp32")
                 for name, meta in source.metas().items()}
-    finally:
-        source.close()
 
 
 def _mindformers_trainer(spec: RunSpec):
-    import mindspore as ms
-
     from . import ms_model, ms_train
 
     net = ms_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed, qkv_concat=spec.qkv_concat)
     if spec.init is not None:
-        if not spec.init.is_file():
-            raise InputError(str(spec.init), "MindSpore checkpoint not found", "pass a .ckpt written by mindspore.save_checkpoint")
-        weights = {name: value.asnumpy() for name, value in ms.load_checkpoint(str(spec.init)).items()}
-        ms_model.set_weights(net, weights)
+        ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
     return ms_train.MindFormersStyleTrainer(net, spec.train, jit=spec.jit), net
+
+
+def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a MindSpore ``.ckpt`` (already checked by the workbench's reader in :func:`_check`)."""
+    import mindspore as ms
+
+    try:
+        return {name: value.asnumpy() for name, value in ms.load_checkpoint(str(path)).items()}
+    except (ValueError, RuntimeError, TypeError, OSError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(str(path), f"MindSpore cannot load this checkpoint ({first})",
+                         "pass a .ckpt written by mindspore.save_checkpoint") from None
 
 
 def _save(spec: RunSpec, net) -> list[Path]:

@@ -72,8 +72,11 @@ def emit(result: Result, output_format: str | None = None, out: Path | str | Non
     if out is not None:
         check_writable(out, force)
     if output_format == "table" and out is None and "table" not in result.renderers:
-        from .terminal import print_result
-        print_result(result, console=console)
+        if result.printer is not None:
+            result.printer(console)
+        else:
+            from .terminal import print_result
+            print_result(result, console=console)
         return result.exit_code
     content = render(result, output_format)
     if out is None:

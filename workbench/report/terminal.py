@@ -38,5 +38,9 @@ def to_plain_text(result: Result) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    print_result(result, console=Console(file=buffer, width=120, color_system=None, force_terminal=False))
+    console = Console(file=buffer, width=120, color_system=None, force_terminal=False)
+    if result.printer is not None:
+        result.printer(console)
+    else:
+        print_result(result, console=console)
     return buffer.getvalue()

@@ -32,7 +32,10 @@ class TensorMeta:
 
 
 class TensorSource(Protocol):
-    """A checkpoint opened for reading: metadata from headers, one tensor at a time on demand."""
+    """A checkpoint opened for reading: metadata from headers, one tensor at a time on demand.
+
+    Every implementation derives from :class:`SourceBase`, so it is a context manager.
+    """
 
     path: Path
 
@@ -43,6 +46,23 @@ class TensorSource(Protocol):
         """One tensor (memory-mapped where the format allows), in its STORAGE dtype."""
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> "TensorSource": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class SourceBase:
+    """What every reader inherits: ``with open_source(path) as source:`` closes its mmaps and files."""
+
+    def close(self) -> None:
+        """Release memory maps and file handles; the base holds none."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class TensorSink(Protocol):

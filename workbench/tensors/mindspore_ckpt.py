@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from .base import ITEM_SIZE, STORAGE, TensorMeta
+from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel
 
 TYPE_NAMES = {"fp64": "Float64", "fp32": "Float32", "fp16": "Float16", "bf16": "BFloat16", "int64": "Int64",
@@ -206,7 +206,7 @@ def _merge_slices(path: Path, records: list[dict]) -> list[dict]:
     return merged
 
 
-class MindSporeCkptSource:
+class MindSporeCkptSource(SourceBase):
     """A MindSpore ``.ckpt`` read lazily: records indexed once, tensor bytes memory-mapped.
 
     Entries that are not tensors of a supported dtype (``append_dict`` strings, map tensors,

@@ -18,7 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError
-from .base import TensorMeta
+from .base import SourceBase, TensorMeta
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor
 
 DTYPES = {"F64": "fp64", "F32": "fp32", "F16": "fp16", "BF16": "bf16", "I64": "int64", "I32": "int32",
@@ -103,7 +103,7 @@ def shard_files(path: Path) -> list[Path]:
     return _index_files(path) if path.name.endswith(".json") else [path]
 
 
-class SafetensorsSource:
+class SafetensorsSource(SourceBase):
     """One ``.safetensors`` file, or a folder / ``*.index.json`` of shards, read lazily."""
 
     def __init__(self, path: Path | str):
@@ -208,7 +208,7 @@ class SafetensorsSink(StreamingSink):
             targets = [self.path / shard_name(i, len(groups)) for i in range(len(groups))]
         else:
             targets = [self.path]
-        self._plan = list(zip(targets, groups))
+        self._plan = list(zip(targets, groups, strict=True))
         self._done: list[PartialFile] = []
         self._committed: list[Path] = []
         self._current: PartialFile | None = None
