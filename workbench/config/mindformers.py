@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InputError, location
 from ..input_files import expect
-from ..yamlio import YamlDoc, load_yaml
+from ..yamlio import YamlDoc, parse_yaml, read_text
 from .canonical import RawConfig, RawValue
 from .registry import container_paths, load_framework
 
@@ -20,12 +20,13 @@ _MEGATRON_HINTS = ("language_model", "model_parallel", "num_layers", "tensor_mod
 
 def read_mindformers(path: Path | str) -> RawConfig:
     path = Path(path)
-    if path.suffix not in (".yaml", ".yml") and path.exists() and not path.is_dir():
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    text = read_text(path)                           # read ONCE: a pipe (<(cat x)) cannot be read again
+    if path.suffix not in (".yaml", ".yml"):
+        head = text[:4096]
         if "torchrun" in head or "pretrain_" in head or "arguments" in head:
             raise InputError(str(path), "this looks like a Megatron launch script or log, not a MindFormers yaml",
                              "pass it as the first argument: workbench checklist MEGATRON MINDFORMERS")
-    doc = load_yaml(path)
+    doc = parse_yaml(text, path)
     _check_is_mindformers(doc)
     generation = _generation(doc)
     _check_containers(doc)
