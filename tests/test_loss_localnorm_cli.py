@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from workbench.cli.main import main
@@ -60,7 +59,6 @@ def _low_precision_embedding(dtype):
             return None, table.to(grad_output.dtype)
 
     return lambda tokens, weight, *args, **kwargs: Embedding.apply(tokens, weight)
-    return path
 
 
 @pytest.fixture(scope="module")

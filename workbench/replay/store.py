@@ -227,7 +227,7 @@ class CaptureStore:
         if spec.shape and len(spec.shape) != len(array_shape):
             raise CaptureError(str(path), f"shape {list(array_shape)} has {len(array_shape)} dims, expected "
                                f"[{', '.join(spec.shape)}]", "capture the field unchanged", check="shape")
-        for dim, size in zip(spec.shape, array_shape):
+        for dim, size in zip(spec.shape, array_shape, strict=False):  # an empty spec.shape declares nothing
             choices = dim.split("|")
             if any(c.isdigit() and int(c) == size for c in choices):
                 continue
