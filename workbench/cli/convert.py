@@ -47,10 +47,12 @@ def run(args: argparse.Namespace) -> int:
     from ..fileio import check_output, output_kind
 
     check_output(args.destination, True, allow_folder=True)      # devices, sockets, parent folder, permissions
-    check_destination(args.destination, args.to, args.force)    # the output's kind, and --force for what exists
-    if args.verify and output_kind(args.destination) == "stream":
-        raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot give back",
-                         "convert to a regular file, or drop --verify")
+    if output_kind(args.destination) == "stream":                # a pipe or device is written into, never replaced
+        if args.verify:
+            raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot "
+                             "give back", "convert to a regular file, or drop --verify")
+    else:
+        check_destination(args.destination, args.to, args.force)  # the output's kind, and --force for what exists
     options = ConvertOptions(to=args.to, arch=args.arch, source_format=args.source_format, config=args.config, dtype=args.dtype,
                              pad_vocab_to=args.pad_vocab_to, verify=args.verify, workers=max(1, args.workers),
                              allow_unmapped=args.allow_unmapped, progress=True)
