@@ -61,5 +61,6 @@ def plot_schedules(c: ScheduleComparison, path) -> None:
     from .lr_figure import schedules_figure
 
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temporary:
         temporary.write_bytes(figure_bytes(schedules_figure(c), path.suffix.lstrip(".") or "png"))
