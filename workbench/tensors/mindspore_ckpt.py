@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from .base import ITEM_SIZE, STORAGE, TensorMeta
+from .bytecopy import FileSpan, byte_view
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel
 
 TYPE_NAMES = {"fp64": "Float64", "fp32": "Float32", "fp16": "Float16", "bf16": "BFloat16", "int64": "Int64",
@@ -74,7 +75,7 @@ class MindSporeCkptWriter(StreamingSink):
         self._partial = PartialFile(self.path)
 
     def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
-        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        flat = byte_view(array)            # a FileSpan (a rename) is sliced and copied file to file
         if flat.size == 0:
             self._partial.handle.write(value_prefix(meta, 0))
             return
@@ -262,6 +263,13 @@ class MindSporeCkptSource:
                                                         shape=(length,))
             position += length
         return out.reshape(meta.shape)
+
+    def span(self, name: str) -> FileSpan | None:
+        """Where a tensor stored in one record lies (a writer copies it as is); None for sliced tensors."""
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        parts = self._parts[name]
+        return FileSpan(self.path, parts[0][0], self._metas[name].nbytes) if len(parts) == 1 else None
 
     def close(self) -> None:
         """Nothing is held open."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from .base import TensorMeta
+from .bytecopy import FileSpan
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor
 
 DTYPES = {"F64": "fp64", "F32": "fp32", "F16": "fp16", "BF16": "bf16", "I64": "int64", "I32": "int32",
@@ -144,6 +145,13 @@ class SafetensorsSource:
         meta = self._metas[name]
         file, offset = self._where[name]
         return mapped_array(file, offset, meta.shape, meta.dtype)
+
+    def span(self, name: str) -> FileSpan:
+        """Where the tensor's bytes lie (C order, as stored): a writer copies them without decoding."""
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        file, offset = self._where[name]
+        return FileSpan(file, offset, self._metas[name].nbytes)
 
     def close(self) -> None:
         """Nothing is held open: every ``read`` maps its own byte range."""
