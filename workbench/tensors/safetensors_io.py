@@ -216,7 +216,7 @@ class SafetensorsSink(StreamingSink):
             targets = [self.path / shard_name(i, len(groups)) for i in range(len(groups))]
         else:
             targets = [self.path]
-        self._plan = list(zip(targets, groups))
+        self._plan = list(zip(targets, groups, strict=True))
         self._done: list[PartialFile] = []
         self._committed: list[Path] = []
         self._current: PartialFile | None = None
