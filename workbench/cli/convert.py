@@ -15,7 +15,8 @@ EXAMPLES = """examples:
 DETAILS = """SRC: HF safetensors (file, folder, sharded index), HF .bin, a Megatron legacy checkpoint (TP/PP
 shards are merged), a MindSpore .ckpt or safetensors. DST by suffix: .ckpt (MindSpore), .safetensors,
 or a folder (sharded safetensors + index). Formats: hf, megatron, mindformers, mindformers_qkv_concat,
-mindformers_mcore (see converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written."""
+mindformers_mcore (see converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written.
+DST may not be (or, as a folder, hold) a file of SRC. Renamed tensors are copied byte for byte."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", type=Path, help="model config for shape parameters (HF config.json, "
                                                     "Megatron script/log/args, MindFormers yaml)")
     parser.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), help="cast every floating tensor")
-    parser.add_argument("--pad-vocab-to", type=int, metavar="N", help="pad embedding / output rows to N (zeros)")
-    parser.add_argument("--verify", action="store_true", help="re-read the output and check every tensor bit for bit")
+    parser.add_argument("--pad-vocab-to", type=int, metavar="N", help="pad embedding / output rows to N (zeros); N below the vocabulary is refused")
+    parser.add_argument("--verify", action="store_true", help="check every output tensor bit for bit before the output is moved into place")
     parser.add_argument("--workers", type=int, default=1, help="tensors computed ahead in parallel (memory: N tensors)")
     parser.add_argument("--allow-unmapped", action="store_true", help="skip source tensors the spec does not map")
     parser.add_argument("--force", action="store_true", help="overwrite an existing destination")
@@ -41,8 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..convert.run import ConvertOptions, convert
+    from ..convert.staging import check_not_a_source
     from ..report.output import check_writable
 
+    check_not_a_source(args.destination, [args.source])     # before "--force" is suggested for the input itself
     check_writable(args.destination, args.force)
     options = ConvertOptions(to=args.to, arch=args.arch, source_format=args.source_format, config=args.config, dtype=args.dtype,
                              pad_vocab_to=args.pad_vocab_to, verify=args.verify, workers=max(1, args.workers),

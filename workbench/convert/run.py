@@ -4,7 +4,9 @@
 
 The plan is built from headers only (no tensor read); then each output tensor is materialised
 from the few source tensors it needs and written at once, so peak memory follows the largest
-tensor, not the model. The output appears atomically; a failure leaves nothing that looks complete.
+tensor, not the model. A tensor that is only renamed is copied as its stored byte range, file to
+file, never decoded. The output is written and verified in a staging folder beside the destination
+and only then renamed into place (``staging.py``); a failure leaves nothing that looks complete.
 """
 from __future__ import annotations
 
