@@ -274,3 +274,15 @@ def test_weights_diff_refuses_bad_tolerances(tmp_path, capsys, option, value):
     assert main(["weights", "diff", str(source), str(source), option, value, "--out", str(out)]) == 2
     error = one_line_error(capsys)
     assert error.count(option) >= 1 and "finite number >= 0" in error and not out.exists()
+
+
+def test_copy_span_into_a_pipe_streams_in_order(tmp_path):
+    raw = tmp_path / "raw.bin"
+    raw.write_bytes(bytes(range(256)) * 40)
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as handle:
+        handle.write(b"<")
+        copy_span(FileSpan(raw, 7, 3000), handle)
+        handle.write(b">")
+    with open(read_end, "rb") as pipe:
+        assert pipe.read() == b"<" + raw.read_bytes()[7:3007] + b">"

@@ -52,13 +52,28 @@ def byte_view(payload: np.ndarray | FileSpan) -> np.ndarray | FileSpan:
 def copy_span(span: FileSpan, handle) -> None:
     """Append ``span``'s bytes to the open binary file ``handle`` (buffered or not) at its position."""
     handle.flush()
-    position = handle.tell()
+    seekable = handle.seekable()                  # a device or pipe (written directly) has no position
+    position = handle.tell() if seekable else 0
     with open(span.path, "rb") as source:
-        copied = _copy(source.fileno(), handle.fileno(), span.offset, position, span.length)
+        copied = (_copy(source.fileno(), handle.fileno(), span.offset, position, span.length) if seekable
+                  else _append(source.fileno(), handle, span.offset, span.length))
     if copied != span.length:
         raise InputError(str(span.path), f"{span.length} bytes expected at byte {span.offset}, only {copied} "
                          "could be read: the file shrank while it was being converted", "re-run the conversion")
-    handle.seek(position + span.length)
+    if seekable:
+        handle.seek(position + span.length)
+
+
+def _append(source: int, handle, offset: int, length: int) -> int:
+    """Chunks read and written in order: for targets without a position (pipes, devices)."""
+    done = 0
+    while done < length:
+        chunk = os.pread(source, min(CHUNK, length - done), offset + done)
+        if not chunk:
+            break
+        handle.write(chunk)
+        done += len(chunk)
+    return done
 
 
 def _copy(source: int, target: int, offset: int, position: int, length: int) -> int:
