@@ -9,7 +9,8 @@ import pytest
 from workbench_testing import fixtures_dir
 from workbench.audit.engine import run_checklist
 from workbench.audit.rules import VERDICTS
-from workbench.report.checklist_render import to_html, to_json, to_markdown
+from workbench.report.checklist_result import checklist_result
+from workbench.report.emit import render
 
 MEGATRON_FILES = ["mindspeed_llm_v2.2.0__pretrain_llama2_7b_ptd.sh", "megatron_core_v0.12.1_gpt_config.yaml",
                   "extra__megatron_core_v0.12.1__train_mixtral_8x7b_distributed.sh",
@@ -32,9 +33,10 @@ def test_every_pair_gives_a_complete_report(megatron, mindformers):
     for item in report.items:  # every known value carries its provenance
         for value in item.megatron + item.mindformers:
             assert value.source or value.settle, (item.id, value)
-    data = json.loads(to_json(report))
-    assert len(data["items"]) == len(report.items)
-    assert "<table>" in to_html(report) and "| Verdict |" in to_markdown(report)
+    result = checklist_result(report)
+    data = json.loads(render(result, "json"))
+    assert data["schema"] == "workbench.checklist/1" and len(data["items"]) == len(report.items)
+    assert "<table>" in render(result, "html") and "| Verdict |" in render(result, "md")
 
 
 @pytest.fixture(scope="module")

@@ -148,13 +148,13 @@ def test_failed_or_interrupted_verify_leaves_nothing(tmp_path, capsys, monkeypat
     assert not out.exists() and leftovers(tmp_path) == []
 
 
-def test_verified_folder_into_an_existing_folder_lands_index_last(tmp_path):
+def test_verified_folder_replaces_an_existing_folder_only_after_verification(tmp_path):
     source = hf_llama(tmp_path / "hf")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "notes.txt").write_text("kept")
+    (out / "notes.txt").write_text("old output")
     assert main(["convert", str(source), str(out), "--to", "mindformers", "--verify", "--force"]) == 0
-    assert (out / "notes.txt").read_text() == "kept" and (out / "model.safetensors.index.json").is_file()
+    assert not (out / "notes.txt").exists() and (out / "model.safetensors").is_file()
     assert main(["weights", "diff", str(source), str(out), "--format", "csv", "--config", str(source / "config.json")]) == 0
     assert leftovers(tmp_path) == []
 

@@ -236,7 +236,7 @@ def test_input_ids_from_megatron_and_masked_loss_matches_hand_formula():
 def injected_grads(trainer, seed=0, scale=0.3):
     rng = np.random.default_rng(seed)
     return {name: rng.normal(0, scale, size=p.shape).astype(np.float32)
-            for name, p in zip(trainer.param_names, trainer.params)}
+            for name, p in zip(trainer.param_names, trainer.params, strict=True)}
 
 
 def clip(grads, max_norm):
@@ -292,17 +292,17 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
     text = log.read_text(encoding="utf-8")
     matches = [LOSS_LINE.search(line) for line in text.splitlines() if "{ Epoch:[" in line]
     assert len(matches) == 2 and all(matches)
-    for match, result in zip(matches, results):
+    for match, result in zip(matches, results, strict=True):
         epoch, epochs, step, steps = map(int, match.group(1, 2, 3, 4))
         assert (epoch, epochs, steps, step) == (1, 1, 2, result.step)
         assert float(match.group(5)) == pytest.approx(result.loss, abs=6e-4)
         assert float(match.group(7)) == pytest.approx(result.lr, rel=1e-6)
         assert match.group(8) == "False" and match.group(9) == "1.0"
         assert float(match.group(10)) == pytest.approx(result.global_norm, rel=1e-6)
-    assert re.search(r" - mindformers - INFO -   100\.0% \|\u2588{50}\| [\d.]+ samples/s/p  0:00:00 }", text)
+    assert re.search(r"\] - INFO -   100\.0% \|\u2588{50}\| [\d.]+ samples/s/p  0:00:00 }", text)
     blocks = text.split(" norm_size: ")[1:]
     assert len(blocks) == 2
-    for block, result in zip(blocks, results):
+    for block, result in zip(blocks, results, strict=True):
         sizes, values = mf_log.parse_local_norm_block(" norm_size: " + block)
         assert sizes == trainer.sizes and len(values) == len(result.local_norms)
         np.testing.assert_allclose(values, list(result.local_norms.values()), rtol=1e-6)
@@ -312,10 +312,11 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
 
 def test_log_formatters_match_mindformers_text():
     message = mf_log.format_loss_message(1, 2, 2, 19, 10.63312, 1752.9, 1e-05, 1.508834)
-    assert message == ("{ Epoch:[  1/  2], step:[    2/   19], loss: 10.633, per_step_time: 1752ms, lr: 1e-05, "
+    assert message == ("{ Epoch:[  1/  2], step:[    2/   19], loss: 10.633120, per_step_time: 1752ms, lr: 1e-05, "
                        "overflow cond: False, loss_scale: 1.0, global_norm: [1.508834]")
-    assert mf_log.format_loss_message(1, 1, 3, 9, 2.0, 5, 0.001, 1.0, mean_loss=2.5).count("loss:[2.000/2.500]") == 1
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mindformers - INFO - $", mf_log.line_prefix())
+    assert mf_log.format_loss_message(1, 1, 3, 9, 2.0, 5, 0.001, 1.0, mean_loss=2.5).count("loss:[2.000000/2.500000]") == 1
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mindformers\./output/log"
+                    r"\[mindformers/core/callback/callback\.py:616\] - INFO - $", mf_log.line_prefix())
 
 
 # ------------------------------------------------------------------ modes, determinism, precision --
@@ -339,7 +340,7 @@ def test_jit_training_equals_pynative():
     jitted = T.MindFormersStyleTrainer(M.build_model(cfg, seed=1), train, jit=True)
     fast = [jitted.step(*batch) for batch in batches]
     eager = T.MindFormersStyleTrainer(M.build_model(cfg, seed=1), train, jit=False)
-    for jit_result, batch in zip(fast[:2], batches):
+    for jit_result, batch in zip(fast[:2], batches, strict=True):
         eager_result = eager.step(*batch)
         assert eager_result.loss == pytest.approx(jit_result.loss, rel=1e-6)
         assert eager_result.global_norm == pytest.approx(jit_result.global_norm, rel=1e-5)
@@ -386,7 +387,7 @@ def test_bf16_storage_computes_fp32_and_trains():
     assert all(p.dtype == ms.bfloat16 for p in net.get_parameters())
     assert not np.array_equal(before["lm_head.weight"], after["lm_head.weight"])
     # a 1e-3 step on a norm weight of 1.0 is below bf16 resolution: storage stays 1.0, the fp32 master moves
-    master = dict(zip(trainer.param_names, trainer.masters))["model.norm_out.weight"].asnumpy()
+    master = dict(zip(trainer.param_names, trainer.masters, strict=True))["model.norm_out.weight"].asnumpy()
     assert np.array_equal(after["model.norm_out.weight"], before["model.norm_out.weight"])
     assert 5e-4 < np.abs(master - 1.0).max() < 2e-3
 

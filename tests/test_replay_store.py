@@ -89,7 +89,7 @@ def test_a_layout_declared_in_yaml_only(tmp_path):
     for step in (0, 1):
         folder = tmp_path / "cap" / layout.step_name(step) / layout.rank_name(0)
         folder.mkdir(parents=True)
-        for name, array in zip(("tokens", "labels", "loss_mask"), batch(step, 0)):
+        for name, array in zip(("tokens", "labels", "loss_mask"), batch(step, 0), strict=True):
             np.save(folder / layout.file(name), array)
     store = CaptureStore(tmp_path / "cap", knowledge=knowledge)
     assert store.layout == "padded" and store.steps == [0, 1]
@@ -116,7 +116,7 @@ def corrupt(path: Path) -> None:
     (lambda root: corrupt(root / "step_1" / "rank_0" / "labels.npy"), (1, 0), r"truncated or corrupt \.npy",
      "step_1/rank_0/labels.npy"),
     (lambda root: np.save(root / "step_2" / "rank_0" / "labels.npy", np.zeros((2, 9), np.int64)), (2, 0),
-     r"shape \[2, 9\] does not fit \[mbs, seq\] with mbs=2, seq=8", "step_2/rank_0/labels.npy"),
+     r"labels shape \[2, 9\] disagrees with tokens shape \[2, 8\] \(seq = 9 here, 8 there\)", "step_2/rank_0/labels.npy"),
     (lambda root: [np.save(root / "step_2" / "rank_0" / f"{n}.npy", np.zeros((2, 9), np.int64))
                    for n in ("tokens", "labels", "loss_mask")], (2, 0), r"differs from step 0's \[2, 8\]",
      "step_2/rank_0/tokens.npy"),

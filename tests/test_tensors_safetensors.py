@@ -229,8 +229,8 @@ def test_truncated_file_names_the_file(tmp_path):
 @pytest.mark.parametrize("content, problem", [
     (b"\x01\x02", "too short"),
     ((10 ** 12).to_bytes(8, "little") + b"{}", "does not fit"),
-    ((4).to_bytes(8, "little") + b"nope", "not valid JSON"),
-    ((2).to_bytes(8, "little") + b"[]", "not a JSON object"),
+    ((4).to_bytes(8, "little") + b"nope", "invalid safetensors header"),
+    ((2).to_bytes(8, "little") + b"[]", "the header is a list"),
     ((40).to_bytes(8, "little") + b'{"w":{"dtype":"F32","shape":[2]}}       ', "lacks"),
     ((60).to_bytes(8, "little") + b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}      ', "needs 8"),
 ])

@@ -2,17 +2,21 @@
 
 ``load_yaml`` returns the data (``yaml.safe_load`` semantics: anchors, aliases and merge
 keys work, nothing is executed) together with a map from dotted key path to 1-based line,
-so provenance and error messages can say ``optimizer.betas.1 (file.yaml:31)``.
+so provenance and error messages can say ``optimizer.betas.1 (file.yaml:31)``. Nesting
+depth and alias expansion are bounded before any tree is built (:mod:`workbench.yaml_scan`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from . import input_files
 from .errors import InputError, location
+from .yaml_scan import check_events
 
 try:  # the C loader is several times faster; both are safe loaders
     _Loader = yaml.CSafeLoader
@@ -28,7 +32,7 @@ class YamlDoc:
 
     path: Path
     data: Any
-    lines: dict[str, int] = field(default_factory=dict)
+    lines: Mapping[str, int] = field(default_factory=dict)
 
     def get(self, dotted: str, default: Any = _MISSING) -> Any:
         """Value at a dotted path (``a.b.0.c``); ``default`` (or KeyError) when absent."""
@@ -55,26 +59,15 @@ class YamlDoc:
 
 
 def read_text(path: Path) -> str:
-    """Read a text file with one-line errors for the usual failures."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(str(path), "file not found", "check the path")
-    if path.is_dir():
-        raise InputError(str(path), "is a directory, expected a file", "pass the file itself")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(str(path), f"not UTF-8 text (byte {error.start})",
-                         "pass a text config, not a binary file") from None
+    """Read a text config once, bounded, with one-line errors (see :mod:`workbench.input_files`)."""
+    return input_files.read_text(path, what="config")
 
 
 def parse_yaml(text: str, path: Path) -> YamlDoc:
-    """Parse YAML text; syntax errors become one-line errors with line and column."""
+    """Parse YAML text within the bounds of :mod:`workbench.yaml_scan`; errors are one line."""
     try:
+        check_events(text, path, _Loader)     # depth, alias expansion, recursive aliases: before composing
         node = yaml.compose(text, Loader=_Loader)
-        lines: dict[str, int] = {}
-        if node is not None:  # before construction: it flattens merge keys in place
-            _record_lines(node, "", lines, set())
         data = yaml.SafeLoader("").construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -85,7 +78,7 @@ def parse_yaml(text: str, path: Path) -> YamlDoc:
                          "fix the YAML at that line") from None
     except yaml.YAMLError as error:
         raise InputError(str(path), f"YAML error: {error}", "fix the YAML") from None
-    return YamlDoc(Path(path), data, lines)
+    return YamlDoc(Path(path), data, LineMap(node))
 
 
 def load_yaml(path: Path | str) -> YamlDoc:
@@ -94,24 +87,66 @@ def load_yaml(path: Path | str) -> YamlDoc:
     return parse_yaml(read_text(path), path)
 
 
-def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int], active: set[int]) -> None:
-    if id(node) in active:  # a recursive alias: stop rather than loop
-        return
-    active.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        merges = []
-        for key_node, value_node in node.value:  # explicit keys first: they override merged ones
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                merges += value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                continue
-            path = f"{prefix}{key_node.value}"
-            lines.setdefault(path, key_node.start_mark.line + 1)
-            _record_lines(value_node, path + ".", lines, active)
-        for source in merges:
-            _record_lines(source, prefix, lines, active)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            path = f"{prefix}{index}"
-            lines.setdefault(path, item.start_mark.line + 1)
-            _record_lines(item, path + ".", lines, active)
-    active.discard(id(node))
+class LineMap(Mapping[str, int]):
+    """Dotted path → 1-based line, looked up in the composed nodes.
+
+    Each node's children are tabulated once, on first use; an alias is not copied, so a path
+    through ``*base`` finds the line inside the anchor. Built after construction, which has
+    flattened merge keys (``<<: *base``) in place: the last pair of a key wins, as in the data.
+    """
+
+    def __init__(self, root: yaml.Node | None):
+        self._root = root
+        self._tables: dict[int, dict[str, tuple[int, yaml.Node]] | list[tuple[int, yaml.Node]]] = {}
+
+    def _children(self, node: yaml.Node) -> dict[str, tuple[int, yaml.Node]] | list[tuple[int, yaml.Node]]:
+        table = self._tables.get(id(node))
+        if table is None:
+            if isinstance(node, yaml.MappingNode):
+                table = {_key_text(key): (key.start_mark.line + 1, value) for key, value in node.value}
+            elif isinstance(node, yaml.SequenceNode):
+                table = [(item.start_mark.line + 1, item) for item in node.value]
+            else:
+                table = []
+            self._tables[id(node)] = table
+        return table
+
+    def __getitem__(self, dotted: str) -> int:
+        if self._root is None or not isinstance(dotted, str):
+            raise KeyError(dotted)
+        node, line, parts, index = self._root, None, dotted.split("."), 0
+        while index < len(parts):
+            table = self._children(node)
+            if isinstance(table, dict):       # a key may itself hold dots: shortest match first
+                name = next((".".join(parts[index:end]) for end in range(index + 1, len(parts) + 1)
+                             if ".".join(parts[index:end]) in table), None)
+                if name is None:
+                    raise KeyError(dotted)
+                line, node = table[name]
+                index += name.count(".") + 1
+            elif parts[index].isdigit() and int(parts[index]) < len(table):
+                line, node = table[int(parts[index])]
+                index += 1
+            else:
+                raise KeyError(dotted)
+        if line is None:
+            raise KeyError(dotted)
+        return line
+
+    def __iter__(self) -> Iterator[str]:
+        """Every dotted path, aliases expanded (bounded by :data:`~workbench.yaml_scan.NODE_BUDGET`)."""
+        pending: list[tuple[str, yaml.Node]] = [("", self._root)] if self._root is not None else []
+        while pending:
+            prefix, node = pending.pop()
+            table = self._children(node)
+            items = table.items() if isinstance(table, dict) else ((str(k), e) for k, e in enumerate(table))
+            for name, (_, child) in items:
+                yield prefix + name
+                pending.append((prefix + name + ".", child))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _key_text(key: yaml.Node) -> str:
+    return key.value if isinstance(key, yaml.ScalarNode) else str(key.value)

@@ -53,14 +53,17 @@ def compare_lr_schedules(item, ctx: RuleContext) -> Outcome:
     updates = ctx.megatron.value("train.steps") or ctx.mindformers.value("train.steps")
     comparison = compare_schedules(build_megatron_schedule(ctx), build_mindformers_schedule(ctx), int(updates),
                                    item.params.get("rtol", 1e-6))
-    details = {"updates": comparison.updates, "max_relative_difference": comparison.max_relative_difference,
+    details = {"updates": comparison.updates, "exact": comparison.exact,
+               "max_relative_difference": comparison.max_relative_difference,
                "worst_update": comparison.worst_update, "first_differing_update": comparison.first_differing_update,
                "rtol": comparison.rtol, "comparison": comparison}
+    sampled = "" if comparison.exact else f" among {len(comparison.steps)} sampled updates (every breakpoint included)"
     if comparison.first_differing_update is None:
-        return Outcome(PASS, f"identical over {updates} updates (rtol {comparison.rtol:g})", details)
+        return Outcome(PASS, f"identical over {updates} updates{sampled} (rtol {comparison.rtol:g})", details)
     first, worst = comparison.first_differing_update, comparison.worst_update
-    outcome = fail(item, f"first differs at update {first} (Megatron {comparison.megatron[first - 1]:.4g}, "
-                         f"MindFormers {comparison.mindformers[first - 1]:.4g}); largest relative difference "
-                         f"{comparison.max_relative_difference:.3g} at update {worst} of {updates}")
+    at_first_m, at_first_f = comparison.first_values
+    outcome = fail(item, f"first differs at update {first} (Megatron {at_first_m:.4g}, "
+                         f"MindFormers {at_first_f:.4g}); largest relative difference "
+                         f"{comparison.max_relative_difference:.3g} at update {worst} of {updates}{sampled}")
     outcome.details = details
     return outcome

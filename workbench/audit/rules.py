@@ -77,7 +77,7 @@ def pair_text(megatron: Values, mindformers: Values) -> str:
 
 
 def _differs(megatron: Values, mindformers: Values, rtol: float) -> bool:
-    return any(not same(a.value, b.value, rtol) for a, b in zip(megatron, mindformers))
+    return any(not same(a.value, b.value, rtol) for a, b in zip(megatron, mindformers, strict=False))
 
 
 # ------------------------------------------------------------------------- generic rules

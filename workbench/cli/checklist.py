@@ -16,8 +16,7 @@ DETAILS = """MEGATRON is auto-detected: a launch script (MindSpeed multi-line va
 a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments,
 or a checkpoint (model_optim_rng.pt, an iter_* folder, or a checkpoint root).
 Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input."""
-FORMATS = ("table", "md", "json", "html")
-SUFFIX_FORMATS = {".md": "md", ".json": "json", ".html": "html", ".htm": "html"}
+FORMATS = ("table", "md", "csv", "json", "html", "xlsx")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,38 +52,28 @@ def _only(text: str | None) -> set[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..audit.engine import run_checklist
-    from ..report import checklist_render as render
-    from ..report.output import check_writable, write_text_atomic
+    from ..fileio import check_output
+    from ..report.checklist_result import checklist_result
+    from ..report.emit import choose_format, emit, write_figure
 
-    output_format = args.format or (SUFFIX_FORMATS.get(args.out.suffix.lower(), "md") if args.out else "table")
+    output_format = choose_format(args.format, args.out, FORMATS)
     only = _only(args.only)
     for target in (args.out, args.plot_lr):
         if target is not None:
-            check_writable(target, args.force)
+            check_output(target, args.force)
     report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
+    result = checklist_result(report, only, args.strict, with_table=output_format in ("csv", "xlsx"))
     if args.plot_lr is not None:
-        _plot(report, args.plot_lr)
-    if output_format == "table" and args.out is None:
-        render.print_terminal(report, only)
-    else:
-        text = {"md": lambda: render.to_markdown(report, only), "html": lambda: render.to_html(report, only),
-                "json": lambda: render.to_json(report, args.strict),
-                "table": lambda: render.to_markdown(report, only)}[output_format]()
-        if args.out is None:
-            sys.stdout.write(text)
-        else:
-            write_text_atomic(args.out, text)
-            print(f"wrote {args.out}", file=sys.stderr)
-    return report.exit_code(args.strict)
+        if not any(figure.name == "lr_schedule" for figure in result.figures):
+            raise_unplotted(report)
+        write_figure(result, "lr_schedule", args.plot_lr, force=True)
+        print(f"wrote {args.plot_lr}", file=sys.stderr)
+    emit(result, output_format, args.out, force=True)
+    return result.exit_code
 
 
-def _plot(report, path: Path) -> None:
-    from ..audit.lr_schedule import plot_schedules
+def raise_unplotted(report) -> None:
     from ..errors import InputError
 
-    comparison = report.item("lr_schedule").details.get("comparison")
-    if comparison is None:
-        raise InputError("--plot-lr", "the LR schedules could not be simulated: " + report.item("lr_schedule").message,
-                         "settle the UNKNOWN values first")
-    plot_schedules(comparison, path)
-    print(f"wrote {path}", file=sys.stderr)
+    raise InputError("--plot-lr", "the LR schedules could not be simulated: " + report.item("lr_schedule").message,
+                     "settle the UNKNOWN values first")

@@ -9,13 +9,14 @@ EXAMPLES = """examples:
   workbench convert hf_llama/ llama.ckpt --to mindformers --verify
   workbench convert hf_llama/ llama_mf.safetensors --to mindformers --dtype bf16
   workbench convert megatron_ckpt/ llama.ckpt --to mindformers --config pretrain_llama2_7b.sh
-  workbench convert llama.ckpt hf_out/ --to hf --arch llama
+  workbench convert llama.ckpt Llama-3-8B.hf --to hf --arch llama --config pretrain_llama3_8b.sh
   workbench convert hf_qwen3/ qwen3_mcore/ --to mindformers_mcore --pad-vocab-to 152064 --workers 4
 """
 DETAILS = """SRC: HF safetensors (file, folder, sharded index), HF .bin, a Megatron legacy checkpoint (TP/PP
-shards are merged), a MindSpore .ckpt or safetensors. DST by suffix: .ckpt (MindSpore), .safetensors,
-or a folder (sharded safetensors + index). Formats: hf, megatron, mindformers, mindformers_qkv_concat,
-mindformers_mcore (see converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written.
+shards are merged), a MindSpore .ckpt or safetensors. DST: with --to hf always a Hugging Face model
+folder (config.json + model.safetensors, or shards + index); otherwise .ckpt (MindSpore), .safetensors,
+or a folder. Formats: hf, megatron, mindformers, mindformers_qkv_concat, mindformers_mcore (see
+converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written (docs/convert-output.md).
 DST may not be (or, as a folder, hold) a file of SRC. Renamed tensors are copied byte for byte."""
 
 
@@ -41,12 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..convert.destination import check_destination
     from ..convert.run import ConvertOptions, convert
     from ..convert.staging import check_not_a_source
-    from ..report.output import check_writable
+    from ..errors import InputError
+    from ..fileio import check_output, output_kind
 
     check_not_a_source(args.destination, [args.source])     # before "--force" is suggested for the input itself
-    check_writable(args.destination, args.force)
+    check_output(args.destination, True, allow_folder=True)      # devices, sockets, parent folder, permissions
+    if args.verify and output_kind(args.destination) == "stream":
+        raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot give back",
+                         "convert to a regular file, or drop --verify")
+    check_destination(args.destination, args.to, args.force)    # the output's kind, and --force for what exists
     options = ConvertOptions(to=args.to, arch=args.arch, source_format=args.source_format, config=args.config, dtype=args.dtype,
                              pad_vocab_to=args.pad_vocab_to, verify=args.verify, workers=max(1, args.workers),
                              allow_unmapped=args.allow_unmapped, progress=True)
@@ -54,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{report.source_format} → {report.target_format} ({report.arch}): {report.tensors} tensors, "
           f"{report.bytes_written / 2**20:.1f} MiB in {report.seconds:.2f} s → {report.destination}"
           + (" (verified bit for bit)" if report.verified else ""), file=sys.stderr)
+    if report.tied:
+        print(f"tied: {', '.join(report.tied)} is the embedding (no separate tensor written)", file=sys.stderr)
+    if report.assumed:
+        print(f"config.json: {', '.join(report.assumed[1:])} assumed ({report.assumed[0]}; pass --config to set them)",
+              file=sys.stderr)
     if report.unmapped:
         print(f"skipped {len(report.unmapped)} unmapped source tensors: {', '.join(report.unmapped[:8])}"
               + (" ..." if len(report.unmapped) > 8 else ""), file=sys.stderr)

@@ -54,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..logs.localnorm_compare import NormThresholds, compare_local_norms
     from ..report.emit import choose_format, emit, write_figure
-    from ..report.output import check_writable
+    from ..fileio import check_output
 
     choose_format(args.format, args.out)
     for target in (args.out, args.plot):
         if target is not None:
-            check_writable(target, args.force)
+            check_output(target, args.force)
     thresholds = NormThresholds()
     for flag in ("floor", "factor"):
         value = getattr(args, flag)

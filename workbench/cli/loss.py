@@ -64,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
     from ..logs import read_log
     from ..logs.loss_compare import compare_loss
     from ..report.emit import choose_format, emit, write_figure
-    from ..report.output import check_writable
+    from ..fileio import check_output
 
     choose_format(args.format, args.out)
     for target in (args.out, args.plot):
         if target is not None:
-            check_writable(target, args.force)
+            check_output(target, args.force)
     thresholds = thresholds_from(args)
     reference, candidate = read_log(args.reference), read_log(args.candidate)
     baselines = [read_log(path) for path in args.baseline]

@@ -2,7 +2,8 @@
 
 Each subcommand module exposes ``register(subparsers)`` and ``run(args) -> int``; bad input
 raises :class:`~workbench.errors.InputError`, printed as one line with exit code 2
-(``--debug`` shows the traceback instead).
+(``--debug`` shows the traceback instead). Ctrl-C, SIGTERM and SIGHUP unwind (partial output
+files are removed) and exit with ``128 + signal``: 130, 143, 129 (:mod:`workbench.interrupts`).
 """
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import sys
 
 from .. import __version__
 from ..errors import InputError
+from ..interrupts import Terminated, exit_code, signals_unwind
 
-SUBCOMMANDS = ("checklist", "convert", "weights", "data")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
   workbench checklist train.log run.yaml --format md --out checklist.md
   workbench convert hf_llama/ llama.ckpt --to mindformers --verify
   workbench weights diff megatron_ckpt/ llama.ckpt
+  workbench loss megatron_train.log mindformers_info.log --baseline megatron_rerun.log --out loss.html
+  workbench localnorm megatron_train.log mindformers_info.log --step 1
 """
 
 
@@ -42,15 +46,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.run(args)
+        with signals_unwind():
+            return args.run(args)
     except InputError as error:
         if args.debug:
             raise
         print(f"workbench: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("workbench: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as interruption:
+        if args.debug:
+            import traceback
+            traceback.print_exc()
+        reason = interruption if isinstance(interruption, Terminated) else "interrupted (SIGINT)"
+        print(f"workbench: {reason}; partial output files were removed", file=sys.stderr)
+        return exit_code(interruption)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,11 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_diff(args: argparse.Namespace) -> int:
     from ..convert.diff import Tolerance, diff_checkpoints, summary
-    from ..report.output import check_writable, write_text_atomic
+    from ..fileio import check_output, write_text
     from ..report.tables import frame_to_text, print_frame
 
     if args.out is not None:
-        check_writable(args.out, args.force)
+        check_output(args.out, args.force)
     frame = diff_checkpoints(args.a, args.b, args.arch, args.config, Tolerance(args.atol, args.rtol))
     result = summary(frame)
     output_format = args.format or ({".csv": "csv", ".json": "json", ".md": "md"}.get(args.out.suffix, "md")
@@ -52,7 +52,7 @@ def run_diff(args: argparse.Namespace) -> int:
         if args.out is None:
             sys.stdout.write(text)
         else:
-            write_text_atomic(args.out, text)
+            write_text(args.out, text)
     print(", ".join(f"{count} {status}" for status, count in result.items() if status not in ("tensors", "all_match")),
           file=sys.stderr)
     return 0 if result["all_match"] else 1

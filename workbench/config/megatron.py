@@ -6,12 +6,12 @@ arguments; the ``args`` inside a checkpoint (file or directory).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from ..errors import InputError, location
+from .. import input_files
+from ..errors import InputError
 from ..yamlio import YamlDoc, parse_yaml, read_text
 from .canonical import RawConfig, RawValue
 from .registry import load_framework
@@ -22,20 +22,20 @@ _YAML_CFG_SECTIONS = ("language_model", "model_parallel")
 
 def read_megatron(path: Path | str) -> RawConfig:
     path = Path(path)
-    if not path.exists():
-        raise InputError(str(path), "file not found", "check the path of the Megatron config")
     if path.is_dir() or path.suffix in (".pt", ".pth"):
+        if not path.is_dir():
+            input_files.input_stat(path)             # missing, broken link, loop: named precisely
         return _from_checkpoint(path)
-    text = read_text(path)
+    text = read_text(path)                           # read ONCE: a pipe (<(cat x)) cannot be read again
     from .megatron_log import has_arguments_block
 
     if has_arguments_block(text[:_HEAD_BYTES]):
-        return _from_log(path)
+        return _from_log(path, text)
     if path.suffix in (".sh", ".bash") or text.startswith("#!") or re.search(r"\b(torchrun|pretrain_\w+\.py)\b", text):
         if path.suffix not in (".yaml", ".yml", ".json"):
-            return _from_shell(path)
+            return _from_shell(path, text)
     if path.suffix == ".json":
-        return _from_flat(path, _parse_json(text, path), {}, "json")
+        return _from_flat(path, input_files.parse_json(text, str(path), what="JSON of arguments"), {}, "json")
     if path.suffix in (".yaml", ".yml"):
         return _from_yaml(parse_yaml(text, path))
     raise InputError(str(path), f"not a Megatron config (detected {_describe(text)}): expected a launch script, "
@@ -101,14 +101,14 @@ def _operand_value(operands: list, inline: str, bare_value: Any, multi: bool, or
 
 
 # ------------------------------------------------------------------------- forms
-def _from_shell(path: Path) -> RawConfig:
+def _from_shell(path: Path, text: str) -> RawConfig:
     from .shell_script import parse_launch_script
 
-    command = parse_launch_script(path)
+    command = parse_launch_script(path, text=text)
     values, notes = argv_to_args(command.script_args, path)
     launcher_values, _ = argv_to_args(command.launcher_args, path)
     raw = RawConfig("megatron", "shell", path, values, launcher_values, list(command.notes) + notes)
-    _record_environment(raw, read_text(path))
+    _record_environment(raw, text)
     return raw
 
 
@@ -120,10 +120,10 @@ def _record_environment(raw: RawConfig, text: str) -> None:
                 raw.launcher.setdefault(f"env.{name}", RawValue(True, f"{name} ({raw.path.name}:{number})"))
 
 
-def _from_log(path: Path) -> RawConfig:
+def _from_log(path: Path, text: str) -> RawConfig:
     from .megatron_log import read_arguments_block
 
-    block = read_arguments_block(path)
+    block = read_arguments_block(path, text=text)
     values = {name: RawValue(value, f"{name} ({path.name}:{line})") for name, (value, line) in block.items()}
     return RawConfig("megatron", "log", path, values)
 
@@ -135,14 +135,6 @@ def _from_checkpoint(path: Path) -> RawConfig:
     args = read_checkpoint_args(file)
     values = {name: RawValue(value, f"args.{name} ({file.name})") for name, value in args.items()}
     return RawConfig("megatron", "checkpoint", file, values)
-
-
-def _parse_json(text: str, path: Path) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(location(path, error.lineno, column=error.colno), f"JSON syntax error: {error.msg}",
-                         "fix the JSON at that line") from None
 
 
 def _from_yaml(doc: YamlDoc) -> RawConfig:
@@ -160,7 +152,7 @@ def _from_yaml(doc: YamlDoc) -> RawConfig:
     return _from_flat(doc.path, data, doc.lines, "flat-yaml")
 
 
-def _from_flat(path: Path, data: Any, lines: dict[str, int], form: str) -> RawConfig:
+def _from_flat(path: Path, data: Any, lines: Mapping[str, int], form: str) -> RawConfig:
     if not isinstance(data, dict):
         raise InputError(str(path), f"expected a mapping of arguments, found {type(data).__name__}",
                          "write the arguments as name: value")

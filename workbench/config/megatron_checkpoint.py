@@ -9,11 +9,15 @@ Why this is as safe as ``torch.load(weights_only=True)`` with an allow-list:
 
 * The pickle VM can only call something it first obtained as a *global*; every global
   (``GLOBAL``, ``STACK_GLOBAL``, ``INST``/``OBJ``, the ``EXT*`` registry) is resolved by
-  ``find_class``. Ours never imports anything: it looks the (module, name) pair up in an
-  explicit table of small builders defined here, and refuses everything else
-  (``os.system``, ``builtins.eval``, ``subprocess.*``, any unknown class) with an
-  :class:`InputError` before anything runs. ``REDUCE``/``NEWOBJ``/``BUILD`` can therefore
-  only call those builders or set state on the inert placeholder objects they return.
+  ``find_class`` of :class:`workbench.safe_pickle.SafeUnpickler` (the project's one allow-list
+  mechanism: no dotted names, ``BUILD`` never on an allowed global). Ours never imports
+  anything: it looks the (module, name) pair up in an explicit table of small builders
+  defined here, and refuses everything else (``os.system``, ``builtins.eval``,
+  ``subprocess.*``, any unknown class) with an :class:`InputError` before anything runs.
+  ``REDUCE``/``NEWOBJ``/``BUILD`` can therefore only call those builders or set state on the
+  inert placeholder objects they return.
+* ``data.pkl`` is decompressed only up to :data:`ARGS_PICKLE_LIMIT` (its declared size is
+  checked first), so a zip bomb is refused before it takes memory.
 * ``persistent_load`` (how torch refers to tensor storages) returns a placeholder and never
   reads storage bytes; tensors become :class:`TensorStub` (shape, dtype) only.
 * This is the same design as torch's ``_weights_only_unpickler`` (an allow-list over the
@@ -30,10 +34,18 @@ import pickle
 import re
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench import safe_pickle
 from workbench.errors import InputError, location
+from workbench.input_files import input_stat
+from workbench.safe_pickle import SafeUnpickler, zip_member
+from workbench.tensors.megatron_files import TRACKER_FILE, read_tracker
+
+ARGS_PICKLE_LIMIT = 256 << 20
+"""Most bytes of ``data.pkl`` decompressed (declared size checked first, then read bounded)."""
 
 _TORCH_DTYPES = {
     "float32", "float", "float64", "double", "float16", "half", "bfloat16", "complex64", "cfloat",
@@ -186,26 +198,20 @@ for _module in ("numpy.core.multiarray", "numpy._core.multiarray"):
     _ALLOWED[(_module, "scalar")] = _numpy_scalar
 
 
-class _Unpickler(pickle.Unpickler):
-    """Resolves globals from :data:`_ALLOWED` only; see the module docstring."""
+class _Unpickler(SafeUnpickler):
+    """Resolves globals to the local stand-ins of :data:`_ALLOWED` only; see the module docstring."""
 
     def __init__(self, file, where: str):
-        super().__init__(file)
-        self.where = where
+        super().__init__(file, where, stand_ins=_ALLOWED)
 
-    def find_class(self, module: str, name: str) -> object:
-        module = "builtins" if module == "__builtin__" else module
-        if (module, name) in _ALLOWED:
-            return _ALLOWED[(module, name)]
+    def resolve_family(self, module: str, name: str) -> object | None:
         if module == "torch" and name in _TORCH_DTYPES:
             return f"torch.{name}"
         if module in ("torch", "torch.storage") and name in _STORAGE_DTYPES:
             return _StorageType(name)
         if _ENUM_MODULES.match(module):
             return _EnumValue(name)
-        raise InputError(self.where, f"refusing to unpickle global {module}.{name}: not on the "
-                         "allow-list", "nothing was executed; if the checkpoint is yours, pass the "
-                         "training log or launch script instead, or report the type")
+        return None
 
     def persistent_load(self, pid: object) -> _Storage:
         if isinstance(pid, tuple) and pid and pid[0] == "storage" and len(pid) >= 2:
@@ -218,23 +224,17 @@ def find_checkpoint_file(path: Path | str) -> Path:
     """The file holding ``args``: model_optim_rng.pt itself, inside an ``iter_*`` dir, or the
     iteration named by ``latest_checkpointed_iteration.txt`` in a checkpoint root."""
     path = Path(path)
-    if path.is_file():
-        return path
     if not path.is_dir():
-        raise InputError(location(path), "no such file or directory", "check the checkpoint path")
+        input_stat(path, regular=True)     # missing, looping symlink, FIFO: each named
+        return path
     if (path / "model_optim_rng.pt").is_file():
         return path / "model_optim_rng.pt"
-    tracker = path / "latest_checkpointed_iteration.txt"
-    if tracker.is_file():
-        text = tracker.read_text(encoding="utf-8", errors="replace").strip()
-        if text != "release" and not text.isdigit():
-            raise InputError(location(tracker, 1), f"expected an iteration number or 'release', found "
-                             f"{text[:40]!r}", "fix the file or pass an iter_XXXXXXX directory")
-        name = "release" if text == "release" else f"iter_{int(text):07d}"
-        if not (path / name).is_dir():
-            raise InputError(location(tracker, 1), f"names iteration {text}, but {name}/ does not exist",
+    tracked = read_tracker(path)
+    if tracked is not None:
+        if not (path / tracked.folder).is_dir():
+            raise InputError(location(path / TRACKER_FILE, 1), f"names {tracked.folder}, which does not exist",
                              "pass an existing iter_XXXXXXX directory")
-        return _in_iteration(path / name)
+        return _in_iteration(path / tracked.folder)
     iterations = sorted(p for p in path.glob("iter_*") if p.is_dir())
     return _in_iteration(iterations[-1] if iterations else path)
 
@@ -269,16 +269,15 @@ def read_checkpoint_args(path: Path | str) -> dict[str, object]:
         raise InputError(where, problem, "pass the training log or launch script instead, or re-save the "
                          "checkpoint with torch>=1.6 on a machine where you trust it")
     try:
-        with zipfile.ZipFile(file) as archive, archive.open(_data_pkl(archive)) as handle:
-            state = _Unpickler(handle, where).load()
-    except InputError:
-        raise
+        with zipfile.ZipFile(file) as archive:
+            data = zip_member(archive, _data_pkl(archive), where, ARGS_PICKLE_LIMIT)
     except KeyError:
         raise InputError(where, "zip archive without data.pkl: not a torch.save file",
                          "pass the model_optim_rng.pt written by Megatron") from None
-    except Exception as exc:  # malformed or unexpected pickle content
-        raise InputError(where, f"cannot read the checkpoint's pickle ({type(exc).__name__}: {exc})",
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as error:
+        raise InputError(where, f"damaged zip archive ({type(error).__name__}: {error})",
                          "pass the training log or launch script instead") from None
+    state = safe_pickle.load(data, _Unpickler, where, "pass the training log or launch script instead")
     args = state.get("args") if isinstance(state, dict) else None
     if isinstance(args, _Namespace):
         args = args.state

@@ -19,6 +19,7 @@ import ast
 import re
 from pathlib import Path
 
+from workbench import input_files
 from workbench.errors import InputError, location
 
 _HEADER = re.compile(r"(?<!-)-{8,} arguments -{8,}")   # (?<!-): linear on long dash runs
@@ -73,31 +74,32 @@ def _rank_tag(text: str) -> str | None:
     return m.group(0) if m else None
 
 
-def read_arguments_block(path: Path | str) -> dict[str, tuple[object, int]]:
-    """Argument name -> (Python value, 1-based line) from the first complete block."""
+def read_arguments_block(path: Path | str, *, text: str | None = None) -> dict[str, tuple[object, int]]:
+    """Argument name -> (Python value, 1-based line) from the first complete block.
+
+    ``text``: the log's content when the caller has read it already (a pipe is read once);
+    else ``path`` is read through :mod:`workbench.input_files`."""
     path = Path(path)
+    if text is None:
+        text = input_files.read_text(path, what="log")
     start = None
     prefix, tag, args = "", None, {}
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, 1):
-                line = line.rstrip("\r\n")
-                if start is not None and tag and _rank_tag(line[:len(prefix) + 16]) not in (tag, None):
-                    continue        # another rank writing in between
-                header = _HEADER.search(line)
-                if header:          # (again): an unfinished earlier block is dropped
-                    start, prefix, args = number, line[:header.start()], {}
-                    tag = _rank_tag(prefix)
-                elif start is None:
-                    continue
-                elif _END.search(line):
-                    return args
-                else:
-                    parsed = _arg_line(line, prefix)
-                    if parsed and parsed[0] not in args:
-                        args[parsed[0]] = (parse_value(parsed[1]), number)
-    except OSError as exc:
-        raise InputError(location(path), f"cannot read the log ({exc.strerror})", "check the path") from None
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.rstrip("\r")
+        if start is not None and tag and _rank_tag(line[:len(prefix) + 16]) not in (tag, None):
+            continue        # another rank writing in between
+        header = _HEADER.search(line)
+        if header:          # (again): an unfinished earlier block is dropped
+            start, prefix, args = number, line[:header.start()], {}
+            tag = _rank_tag(prefix)
+        elif start is None:
+            continue
+        elif _END.search(line):
+            return args
+        else:
+            parsed = _arg_line(line, prefix)
+            if parsed and parsed[0] not in args:
+                args[parsed[0]] = (parse_value(parsed[1]), number)
     if start is None:
         raise InputError(location(path), "no Megatron arguments block found (expected a line "
                          "'------------------------ arguments ------------------------')",

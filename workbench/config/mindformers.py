@@ -9,24 +9,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..yamlio import YamlDoc, load_yaml
+from ..errors import InputError, location
+from ..input_files import expect
+from ..yamlio import YamlDoc, parse_yaml, read_text
 from .canonical import RawConfig, RawValue
-from .registry import load_framework
+from .registry import container_paths, load_framework
 
 _MEGATRON_HINTS = ("language_model", "model_parallel", "num_layers", "tensor_model_parallel_size", "num-layers")
 
 
 def read_mindformers(path: Path | str) -> RawConfig:
     path = Path(path)
-    if path.suffix not in (".yaml", ".yml") and path.exists() and not path.is_dir():
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    text = read_text(path)                           # read ONCE: a pipe (<(cat x)) cannot be read again
+    if path.suffix not in (".yaml", ".yml"):
+        head = text[:4096]
         if "torchrun" in head or "pretrain_" in head or "arguments" in head:
             raise InputError(str(path), "this looks like a Megatron launch script or log, not a MindFormers yaml",
                              "pass it as the first argument: workbench checklist MEGATRON MINDFORMERS")
-    doc = load_yaml(path)
+    doc = parse_yaml(text, path)
     _check_is_mindformers(doc)
     generation = _generation(doc)
+    _check_containers(doc)
     raw = RawConfig("mindformers", f"mindformers-{generation}", path, generation=generation)
     _flatten(doc, doc.data, "", raw.values)
     arch = doc.get("model.arch.type", None)
@@ -52,6 +55,15 @@ def _check_is_mindformers(doc: YamlDoc) -> None:
     raise InputError(str(doc.path), f"not a MindFormers config (detected a YAML mapping with top-level keys "
                      f"{top}): none of {', '.join(signature)} is present",
                      "pass the training yaml given to run_mindformer.py --config")
+
+
+def _check_containers(doc: YamlDoc) -> None:
+    """Each section the CheckList reads must be a mapping (or a list): ``model: 5`` is an error, not a default."""
+    for dotted, shape in container_paths("mindformers").items():
+        value = doc.get(dotted, None)
+        if value is not None:
+            expect(value, shape, location(doc.path, doc.lines.get(dotted), dotted), dotted,
+                   f"write {dotted} as a {'mapping of key: value' if shape is dict else 'list'}, as MindFormers expects")
 
 
 def _generation(doc: YamlDoc) -> str:

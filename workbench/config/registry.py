@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import InputError, location
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
+from .values import Bounds, parse_bounds
 
 TYPES = ("int", "float", "bool", "str", "dtype", "any")
 SIDE_FIELDS = {"arg", "path", "map", "derive", "default", "fixed", "why", "flag"}
@@ -57,6 +58,7 @@ class KeySpec:
     title: str = ""
     megatron: SideSpec | None = None
     mindformers: dict[str, SideSpec] = field(default_factory=dict)  # generation -> spec
+    bounds: Bounds = Bounds()       # min:/max: every value of this key must respect (checked at load)
 
     def side(self, framework: str, generation: str = "") -> SideSpec | None:
         if framework == "megatron":
@@ -133,11 +135,12 @@ def _parse_key(key: str, raw: Any, doc: YamlDoc) -> KeySpec:
     where = _where(doc, dotted)
     if not isinstance(raw, dict):
         raise InputError(where, "expected a mapping with type and sides", "see the schema in keys.yaml")
-    unknown = set(raw) - {"type", "title", "megatron", "mindformers"}
+    unknown = set(raw) - {"type", "title", "megatron", "mindformers", "min", "max"}
     if unknown:
-        raise InputError(where, f"unknown field(s) {sorted(unknown)}", "use type, title, megatron, mindformers")
+        raise InputError(where, f"unknown field(s) {sorted(unknown)}", "use type, title, min, max, megatron, mindformers")
     if raw.get("type") not in TYPES:
         raise InputError(where, f"type {raw.get('type')!r} is not one of {list(TYPES)}", "set a valid type")
+    bounds = parse_bounds(raw, raw["type"], where)
     megatron = _parse_side(raw["megatron"], doc, dotted + ".megatron", "megatron") if "megatron" in raw else None
     mindformers: dict[str, SideSpec] = {}
     if "mindformers" in raw:
@@ -151,7 +154,12 @@ def _parse_key(key: str, raw: Any, doc: YamlDoc) -> KeySpec:
         else:
             spec = _parse_side(side, doc, dotted + ".mindformers", "mindformers")
             mindformers = {generation: spec for generation in GENERATIONS}
-    return KeySpec(key, raw["type"], doc.lines.get(dotted, 0), str(raw.get("title", "")), megatron, mindformers)
+    for side in (megatron, *mindformers.values()):
+        for literal in (side.default, side.fixed) if side else ():
+            if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+                bounds.check(literal, where, key)
+    return KeySpec(key, raw["type"], doc.lines.get(dotted, 0), str(raw.get("title", "")), megatron, mindformers,
+                   bounds)
 
 
 def _check_copies(keys: dict[str, KeySpec], doc: YamlDoc) -> None:
@@ -174,6 +182,49 @@ def parse_registry(doc: YamlDoc) -> Registry:
 @lru_cache(maxsize=4)
 def load_registry(path: Path | None = None) -> Registry:
     return parse_registry(load_yaml(path or knowledge_dir("checklists") / "keys.yaml"))
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """A raw argument or yaml path that derivations read directly: its type and range."""
+
+    type: str
+    bounds: Bounds
+
+
+@lru_cache(maxsize=4)
+def raw_value_rules(name: str) -> dict[str, ValueRule]:
+    """The ``values:`` section of ``checklists/frameworks/<name>.yaml`` (raw name -> rule)."""
+    path = knowledge_dir("checklists") / "frameworks" / f"{name}.yaml"
+    entries = load_framework(name).get("values") or {}
+    if not isinstance(entries, dict):
+        raise InputError(location(path, key="values"), "expected a mapping of name -> {type, min, max}", "fix the file")
+    rules = {}
+    for raw_name, entry in entries.items():
+        where = location(path, key=f"values.{raw_name}")
+        if not isinstance(entry, dict) or entry.get("type") not in TYPES or set(entry) - {"type", "min", "max"}:
+            raise InputError(where, f"expected {{type: one of {list(TYPES)}, min, max}}, found {entry!r}", "fix it")
+        rules[str(raw_name)] = ValueRule(entry["type"], parse_bounds(entry, entry["type"], where))
+    return rules
+
+
+@lru_cache(maxsize=4)
+def container_paths(framework: str) -> dict[str, type]:
+    """Every dotted prefix of a path the CheckList reads -> the container it must be (dict or list).
+
+    ``optimizer.betas.0`` makes ``optimizer`` a mapping and ``optimizer.betas`` a list: a config
+    that writes ``optimizer.betas: 0.9`` would otherwise have its value silently replaced by a default.
+    """
+    names = list(raw_value_rules(framework))
+    for spec in load_registry().keys.values():
+        for side in [spec.megatron] if framework == "megatron" else spec.mindformers.values():
+            names += [source.name for source in side.sources] if side else []
+    shapes: dict[str, type] = {}
+    for name in names:
+        parts = name.split(".")
+        for depth in range(1, len(parts)):
+            shapes[".".join(parts[:depth])] = list if parts[depth].isdigit() else dict
+    return shapes
 
 
 @lru_cache(maxsize=4)

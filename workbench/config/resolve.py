@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import CanonicalValue, RawConfig, RawValue, TrainingConfig
-from .registry import MISSING, Registry, SideSpec, SourceRef, load_framework, load_registry
-from .values import convert, map_value
+from ..errors import InputError
+from .registry import MISSING, KeySpec, Registry, SideSpec, SourceRef, load_framework, load_registry, raw_value_rules
+from .values import checked, convert, map_value
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,20 @@ class Resolver:
                 raise RuntimeError(f"derivation cycle through {key}")
             self._active.add(key)
             try:
-                self._values[key] = self._resolve(key)
+                self._values[key] = self._in_range(self.registry[key], self._resolve(key))
             finally:
                 self._active.discard(key)
         return self._values[key]
+
+    def _in_range(self, spec: KeySpec, item: CanonicalValue) -> CanonicalValue:
+        """The declared ``min:``/``max:`` of the key; derivations divide by these values unguarded."""
+        if not item.known or item.value is None or isinstance(item.value, bool):
+            return item
+        if item.kind == "set":
+            spec.bounds.check(item.value, item.source, spec.key)
+        else:
+            spec.bounds.check(item.value, f"{self.raw.path} [{spec.key}]", f"{spec.key} ({item.kind}: {item.source})")
+        return item
 
     def need(self, *keys: str) -> Any:
         """The values of canonical ``keys`` (one value for one key); NeedsInput if any is unknown."""
@@ -131,6 +142,9 @@ class Resolver:
         if raw.unresolved:
             return CanonicalValue(key, None, "unknown", raw.origin, _unresolved_settle(raw))
         value = raw.value
+        if isinstance(value, (dict, list)) and kind != "any":
+            raise InputError(raw.origin, f"{source.name} is a {'mapping' if isinstance(value, dict) else 'list'}, "
+                             f"expected a single value", f"write {source.name}: VALUE")
         for value_map in (source.value_map, side.value_map):
             if value_map is not None:
                 found, mapped = map_value(value, value_map)
@@ -177,7 +191,16 @@ def _unresolved_settle(raw: RawValue) -> str:
 def resolve(raw: RawConfig, overrides: dict[str, CanonicalValue] | None = None,
             registry: Registry | None = None, not_interpreted: list[str] | None = None) -> TrainingConfig:
     """Build the canonical config of one side."""
+    check_raw_values(raw)
     resolver = Resolver(raw, registry or load_registry(), overrides)
     values = resolver.resolve_all()
     return TrainingConfig(raw.framework, raw.form, raw.path, values, list(raw.notes),
                           list(not_interpreted or []), raw.generation)
+
+
+def check_raw_values(raw: RawConfig) -> None:
+    """Type and range of every raw value a derivation reads (``values:`` in the framework yaml)."""
+    for name, rule in raw_value_rules(raw.framework).items():
+        item = raw.values.get(name)
+        if item is not None and item.value is not None and not item.unresolved:
+            checked(item.value, rule.type, rule.bounds, item.origin, name)

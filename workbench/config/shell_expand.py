@@ -4,6 +4,12 @@ Applies assignments (scalars and bash arrays), expands ``$X``/``${X...}``/``$((.
 and splits words like bash. What cannot be known statically keeps its raw text and is
 marked unresolved. One deliberate departure: a value of plain words separated by spaces
 is kept as one argument (see the ``shell_script`` module docstring).
+
+Expansion is bounded, so a hostile script cannot exhaust memory or the stack: a value longer
+than :data:`VALUE_LIMIT`, a script whose expansions produce more than :data:`EXPANSION_BUDGET`
+characters in all (``A=$A$A`` doubling line after line), ``${X:-${X:-...}}`` nested deeper
+than :data:`NESTING_LIMIT` each stop with one error naming the script line. Arithmetic
+wraps at 64 bits as bash's does; an expression longer than :data:`ARITH_LIMIT` is not evaluated.
 """
 from __future__ import annotations
 
@@ -13,7 +19,25 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from ..errors import InputError, location
+from ..input_files import describe_size
 from .shell_lexer import ASSIGN, Lexer, Rich, join
+
+VALUE_LIMIT = 1024 * 1024
+"""Longest value one expansion may build (1 Mi characters); launch-script values are < 10 KiB."""
+
+EXPANSION_BUDGET = 4 * 1024 * 1024
+"""Most characters all expansions of one script may produce together (4 Mi; an array element
+counts :data:`ELEMENT_COST` more); real scripts expand to a few KiB."""
+
+ELEMENT_COST = 64
+"""What one value (an array element, a field) costs in the budget besides its characters."""
+
+NESTING_LIMIT = 32
+"""Deepest ``${X:-${Y:-...}}`` nesting expanded; scripts nest 2 or 3 levels."""
+
+ARITH_LIMIT = 4096
+"""Longest ``$((...))`` expression evaluated (after variables are substituted)."""
 
 _PARAM = re.compile(r"([A-Za-z_]\w*|\d+|[@*#?$!-])(?:\[([^\]]*)\])?(.*)\Z", re.S)
 _PARAM_OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?")
@@ -32,18 +56,27 @@ _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
 
 
+def _int64(value: int) -> int:
+    """``value`` wrapped to a signed 64-bit integer, as bash's intmax_t arithmetic wraps."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _safe_int(expr: str) -> int:
     """Integer arithmetic like bash $((...)), evaluated on the AST (nothing is executed)."""
+    if len(expr) > ARITH_LIMIT:
+        raise ValueError("expression too long")
+
     def ev(node: ast.AST) -> int:
         if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
+            return _int64(node.value)
         if isinstance(node, ast.UnaryOp) and type(node.op) in _ARITH_OPS:
-            return _ARITH_OPS[type(node.op)](ev(node.operand))
+            return _int64(_ARITH_OPS[type(node.op)](ev(node.operand)))
         if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
             a, b = ev(node.left), ev(node.right)
             if isinstance(node.op, (ast.Pow, ast.LShift)) and not 0 <= b <= 64:
                 raise ValueError("exponent out of range")
-            return _ARITH_OPS[type(node.op)](a, b)
+            return _int64(_ARITH_OPS[type(node.op)](a, b))
         raise ValueError(f"unsupported arithmetic: {type(node).__name__}")
     return ev(ast.parse(expr.strip(), mode="eval").body)
 
@@ -56,9 +89,9 @@ def _appended(old: Rich | None, value: Rich) -> Rich:
 def _glue(values: list[Rich]) -> list[Rich]:
     """Keep a placeholder like "your tokenizer path" as one argument (see module docstring)."""
     pieces = values[0].text.split() if len(values) == 1 else []
-    if len(pieces) < 2 or not all(p.isalpha() for p in pieces) or any(m[1] for m in values[0].meta):
+    if len(pieces) < 2 or not all(p.isalpha() for p in pieces) or values[0].unresolved():
         return values
-    meta = [(m[0], m[1], ch in " \t\n") for ch, m in zip(values[0].chars, values[0].meta)]
+    meta = [(m[0], m[1], ch in " \t\n") for ch, m in zip(values[0].chars, values[0].meta, strict=True)]
     return [Rich.of(values[0].chars, meta)]
 
 
@@ -70,6 +103,8 @@ class Expander:
         self.vars: dict[str, Rich | list[Rich]] = {}
         self.stack: list[str] = []
         self.notes: dict[tuple[int, str], None] = {}
+        self.nesting = 0                             # ${X:-...} defaults being expanded now
+        self.spent = 0                               # characters produced by expansions so far
 
     def note(self, line: int, text: str) -> None:
         self.notes.setdefault((line, text))
@@ -97,10 +132,12 @@ class Expander:
         elif index:
             self.note(line, f"{name}{index}=... (array element assignment) not applied")
         else:
-            value = self._cat(parts)
+            value = self._cat(parts, line)
             old = self.vars.get(name) if append else None
+            first = (old[0] if old else None) if isinstance(old, list) else old
+            self._bound((len(first.chars) if first is not None else 0) + len(value.chars), line)
             if isinstance(old, list):
-                self.vars[name] = [_appended(old[0] if old else None, value)] + old[1:]
+                self.vars[name] = [_appended(first, value)] + old[1:]
             else:
                 self.vars[name] = _appended(old, value)
 
@@ -122,7 +159,30 @@ class Expander:
 
     def _expand_text(self, text: str, line: int) -> Rich:
         """Expand the word inside ``${X:-word}`` (blanks and ;|&<>() are literal there)."""
-        return self._cat(Lexer(text, self.path, line, braces=True)._word()[1])
+        if self.nesting >= NESTING_LIMIT:
+            raise InputError(location(self.path, line), f"${{...:-...}} expansions nest more than {NESTING_LIMIT} "
+                             "levels deep here", "simplify the expansion: launch scripts nest 2 or 3 levels")
+        self.nesting += 1
+        try:
+            return self._cat(Lexer(text, self.path, line, braces=True)._word()[1], line)
+        finally:
+            self.nesting -= 1
+
+    def _bound(self, length: int, line: int) -> None:
+        """Refuse a value longer than VALUE_LIMIT built on script ``line``."""
+        if length > VALUE_LIMIT:
+            raise InputError(location(self.path, line), f"a value expanded on this line grows past "
+                             f"{describe_size(VALUE_LIMIT)} (a variable that doubles itself?)",
+                             "launch-script values are short: check how this variable is built")
+
+    def _spend(self, values: list[Rich], line: int) -> list[Rich]:
+        """Count what an expansion produced against EXPANSION_BUDGET."""
+        self.spent += sum(len(value.chars) for value in values) + ELEMENT_COST * len(values)
+        if self.spent > EXPANSION_BUDGET:
+            raise InputError(location(self.path, line), f"the script's expansions exceed "
+                             f"{describe_size(EXPANSION_BUDGET)} in all by this line (variables that "
+                             "double themselves?)", "launch scripts expand to a few KiB: check the variables used here")
+        return values
 
     def _var(self, data: tuple, quoted: bool) -> list[Rich]:
         text, line, raw = data
@@ -132,7 +192,7 @@ class Expander:
         name, index, rest = m.groups() if m else (text, None, "")
         op = next((o for o in _PARAM_OPS if rest.startswith(o)), None)
         values = self._lookup(name, index, line)
-        unknown = values is None or any(mt[1] for v in values for mt in v.meta)
+        unknown = values is None or any(v.unresolved() for v in values)
         if (rest and op is None) or (op and op[-1] in "+?" and unknown) or (values is None and not op):
             return [Rich(raw, line, name)]           # ${X%.py}, ${X:+alt} of an unknown X, unset X
         empty = values is None or (op is not None and op[0] == ":" and not "".join(v.text for v in values))
@@ -153,7 +213,7 @@ class Expander:
             name = m.group(1) or m.group(2) or m.group(3)
             vals = self._lookup(name, None, line)
             text = join(vals).text.strip() if vals is not None else ""
-            unres = next((mt[1] for v in vals or [] for mt in v.meta if mt[1]), None)
+            unres = next(filter(None, (v.unresolved() for v in vals or [])), None)
             if vals is None or unres or not re.fullmatch(r"-?\d*", text):
                 missing.append(unres or name)
             return f"({text or 0})"
@@ -162,15 +222,17 @@ class Expander:
             return Rich(raw, line, missing[0])
         try:
             return Rich(str(_safe_int(expr)), line)
-        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError):
+        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError, MemoryError):
             self.note(line, f"{raw} not evaluated (only integer + - * / % ** << >> & | ^)")
             return Rich(raw, line, raw)
 
-    def _cat(self, parts: list[tuple]) -> Rich:
+    def _cat(self, parts: list[tuple], line: int) -> Rich:
         """Expand parts without word splitting (assignments, ${X:-default})."""
         out = Rich()
         for part in parts:
-            out.extend(join(self._part(part)))
+            values = self._part(part)
+            self._bound(len(out.chars) + sum(len(value.chars) + 1 for value in values), line)
+            out.extend(join(values))
         return out
 
     def _part(self, part: tuple) -> list[Rich]:
@@ -178,9 +240,9 @@ class Expander:
         if kind == "lit":
             return [data]
         if kind == "var":
-            return self._var(data, quoted)
+            return self._spend(self._var(data, quoted), data[1])
         if kind == "arith":
-            return [self._arith(*data)]
+            return self._spend([self._arith(*data)], data[1])
         return [Rich(data[0], data[1], data[0])]     # $(cmd) / `cmd`: never run
 
     def _split(self, part: tuple) -> tuple[list[Rich], bool, bool]:
@@ -190,7 +252,7 @@ class Expander:
             return values, False, False
         pieces, lead, trail = join(values).split()
         for piece in pieces:
-            if any(m[2] for m in piece.meta):
+            if piece.glued():
                 self.note(piece.meta[0][0], f"{piece.text!r} has spaces; kept as one argument "
                                             f"(bash would split it into {len(piece.text.split())} words)")
         return pieces, lead, trail
@@ -207,6 +269,7 @@ class Expander:
                 if k:
                     fields.append(cur)
                     cur = Rich()
+                self._bound(len(cur.chars) + len(piece.chars), word[2])
                 cur.extend(piece)
                 exists = True
             if trail and exists:

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 
 from workbench.errors import InputError, location
 
+from .shell_ansi_c import closing_quote, expand_ansi_c
+
 _META = set(" \t\n;&|<>()")
 _OPS = (";;", "&&", "||", "|&", "&>", ">>", ">&", ">|", "<<<", "<<-", "<<", "<&", "<>",
         ";", "|", "&", ">", "<", "(", ")")
+_UNRES, _GLUED = itemgetter(1), itemgetter(2)
+_BLANK = re.compile(r"[ \t\n]")
+_PLAIN_RUN = re.compile(r"[^ \t\n;&|<>()\\'\"$`]+")    # characters a word takes as they are
+_BRACED_RUN = re.compile(r"[^\n\\'\"$`]+")               # the same inside ${X:-...}
+_DOUBLE_RUN = re.compile(r"[^\n\\\"$`]+")                 # the same inside "..."
 _SIMPLE_VAR = re.compile(r"[A-Za-z_]\w*|\d|[@*#?$!-]")
 ASSIGN = re.compile(r"([A-Za-z_]\w*)(\[[^\]]*\])?(\+?)=")
 
@@ -41,8 +49,11 @@ class Rich:
         return out
 
     def add(self, ch: str, line: int, unres: str | None = None) -> None:
+        meta = (line, unres, False)
+        if self.meta and self.meta[-1] == meta:
+            meta = self.meta[-1]                     # one shared tuple per run: 8 bytes a character, not 72
         self.chars.append(ch)
-        self.meta.append((line, unres, False))
+        self.meta.append(meta)
 
     def extend(self, other: Rich) -> Rich:
         self.chars += other.chars
@@ -53,24 +64,29 @@ class Rich:
     def text(self) -> str:
         return "".join(self.chars)
 
+    def unresolved(self) -> str | None:
+        """The first unresolved variable among the characters (scanned at C speed), else None."""
+        return next(filter(None, map(_UNRES, self.meta)), None)
+
+    def glued(self) -> bool:
+        """Whether some blank is glued (kept as one argument, see ``shell_expand._glue``)."""
+        return any(map(_GLUED, self.meta))
+
     def token(self, default_line: int) -> Token:
-        unres = next((m[1] for m in self.meta if m[1] is not None), None)
-        return Token(self.text, self.meta[0][0] if self.meta else default_line, unres)
+        return Token(self.text, self.meta[0][0] if self.meta else default_line, self.unresolved())
 
     def split(self) -> tuple[list[Rich], bool, bool]:
         """Bash word splitting on unresolved-free, unglued blanks: (pieces, leading, trailing)."""
-        cuts = [ch in " \t\n" and m[1] is None and not m[2] for ch, m in zip(self.chars, self.meta)]
-        pieces, cur = [], None
-        for ch, m, cut in zip(self.chars, self.meta, cuts):
-            if cut:
-                cur = None
-                continue
-            if cur is None:
-                cur = Rich()
-                pieces.append(cur)
-            cur.chars.append(ch)
-            cur.meta.append(m)
-        return pieces, bool(cuts and cuts[0]), bool(cuts and cuts[-1])
+        text, meta = self.text, self.meta
+        cuts = [m.start() for m in _BLANK.finditer(text) if meta[m.start()][1] is None and not meta[m.start()][2]]
+        pieces, start = [], 0
+        for cut in cuts + [len(text)]:
+            if cut > start:
+                piece = Rich()
+                piece.chars, piece.meta = self.chars[start:cut], meta[start:cut]
+                pieces.append(piece)
+            start = cut + 1
+        return pieces, bool(cuts) and cuts[0] == 0, bool(cuts) and cuts[-1] == len(text) - 1
 
 
 def join(values: list[Rich]) -> Rich:
@@ -195,8 +211,7 @@ class Lexer:
                 flush()
                 parts.append(self._dollar(False))
             else:
-                lit.add(ch, self.line)
-                self._take()
+                self._run(lit, _BRACED_RUN if self.braces else _PLAIN_RUN)
         flush()
         return ("word", parts, line)
 
@@ -221,16 +236,38 @@ class Lexer:
                 elif self._peek():
                     self._take()                     # stray ; | & < > ( inside the array: skip it
 
+    def _run(self, lit: Rich, pattern: re.Pattern) -> None:
+        """Take the run of ordinary characters at ``self.i`` (at least one) into ``lit`` at once."""
+        match = pattern.match(self.s, self.i)
+        if match is None:                            # a newline or a character the caller treats as plain
+            lit.add(self._peek(), self.line)
+            self._take()
+            return
+        lit.extend(Rich(match.group(), self.line))
+        self.i = match.end()
+
     def _single(self) -> Rich:
         line, out = self.line, Rich()
-        self._take()
-        while self._peek() != "'":
-            if not self._peek():
-                raise self._fail(line, "single quote")
-            out.add(self._peek(), self.line)
-            self._take()
-        self._take()
+        end = self.s.find("'", self.i + 1)
+        if end < 0:
+            raise self._fail(line, "single quote")
+        for number, piece in enumerate(self.s[self.i + 1:end].split("\n")):
+            if number:
+                out.add("\n", line + number - 1)
+            out.extend(Rich(piece, line + number))
+        self.line += self.s.count("\n", self.i, end)
+        self.i = end + 1
         return out
+
+    def _ansi_c(self, line: int) -> Rich:
+        self._take()
+        start, end = self.i, closing_quote(self.s, self.i)
+        if end is None:
+            raise self._fail(line, "$'...' quote")
+        while self.i < end:
+            self._take()                             # keeps self.line counting newlines
+        self._take()
+        return Rich(expand_ansi_c(self.s[start:end]), line)
 
     def _double(self) -> list[tuple]:
         line, parts, lit = self.line, [], Rich()
@@ -247,8 +284,7 @@ class Lexer:
                 parts += [("lit", True, lit), self._dollar(True)]
                 lit = Rich()
             else:
-                lit.add(ch, self.line)
-                self._take()
+                self._run(lit, _DOUBLE_RUN)
         self._take()
         return parts + [("lit", True, lit)]
 
@@ -290,8 +326,7 @@ class Lexer:
             inner = self._scan("{", "}", 1, "${")
             return ("var", quoted, (inner, line, self.s[start:self.i]))
         if nxt == "'" and not quoted:            # $'...' (ANSI-C quoting)
-            text = self._single().text.encode("latin-1", "backslashreplace").decode("unicode_escape")
-            return ("lit", True, Rich(text, line))
+            return ("lit", True, self._ansi_c(line))
         m = _SIMPLE_VAR.match(self.s, self.i)
         if not m:
             return ("lit", quoted, Rich("$", line))

@@ -23,12 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from workbench import input_files
 from workbench.errors import InputError, location
 
 from .shell_expand import Expander
 from .shell_lexer import Lexer, Token, is_assignment, plain_word
 
-__all__ = ["LaunchCommand", "Token", "parse_launch_script"]
+__all__ = ["LaunchCommand", "SCRIPT_LIMIT", "Token", "parse_launch_script"]
+
+SCRIPT_LIMIT = 1024 * 1024
+"""Largest launch script read (1 MiB): real ones are under 20 KiB, and every character is tracked."""
 
 
 @dataclass
@@ -160,12 +164,15 @@ def _rank(cmd: LaunchCommand) -> int:
     return (cmd.launcher != "python") + any(k in script for k in ("train", "tune"))
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
-    except OSError as exc:
-        raise InputError(location(path), f"cannot read the launch script ({exc.strerror})",
-                         "check the path") from None
+def _script_text(path: Path, text: str | None) -> str:
+    """The script's text: ``text`` when the caller already read it (a pipe is read once), else
+    read through :mod:`workbench.input_files`; at most SCRIPT_LIMIT either way."""
+    if text is None:
+        text = input_files.read_text(path, limit=SCRIPT_LIMIT, what="launch script")
+    elif len(text) > SCRIPT_LIMIT:
+        raise InputError(str(path), f"launch script is {input_files.describe_size(len(text))}, more than the "
+                         f"{input_files.describe_size(SCRIPT_LIMIT)} accepted", "pass the launch script itself")
+    return text.replace("\r\n", "\n")
 
 
 def _pick(shell: _Shell) -> LaunchCommand:
@@ -185,14 +192,15 @@ def _pick(shell: _Shell) -> LaunchCommand:
 
 
 def parse_launch_script(path: Path | str, *, positional: Sequence[str] = (),
-                        environ: Mapping[str, str] | None = None) -> LaunchCommand:
+                        environ: Mapping[str, str] | None = None, text: str | None = None) -> LaunchCommand:
     """Find the training launch command in a bash script and return its argv with lines.
 
     ``positional`` gives values for ``$1``, ``$2``...; ``environ`` for variables the script
     reads from its environment. Both default to unknown (tokens marked ``unresolved``).
+    ``text``: the script's content when the caller has read it already (else ``path`` is read).
     """
     path = Path(path)
-    text = _read(path)
+    text = _script_text(path, text)
     shell = _Shell(path, positional, environ)
     shell.run(Lexer(text, path).tokens())
     return _pick(shell)

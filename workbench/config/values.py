@@ -1,9 +1,13 @@
-"""Typed conversion of raw values (strings from shell scripts, yaml scalars, log reprs)."""
+"""Typed conversion of raw values (strings from shell scripts, yaml scalars, log reprs) and the
+declared value ranges (``min:``/``max:`` in ``checklists/keys.yaml`` and the framework yamls)."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
+from ..input_files import expect_in_range
 
 _DTYPES = {
     "fp16": "fp16", "float16": "fp16", "half": "fp16",
@@ -47,7 +51,10 @@ def _to_int(value: Any) -> int:
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise TypeError
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):  # nan / inf reach no framework's arithmetic as intended
+        raise ValueError
+    return number
 
 
 def _to_bool(value: Any) -> bool:
@@ -75,7 +82,7 @@ def _to_str(value: Any) -> str:
 
 
 _CONVERTERS = {"int": _to_int, "float": _to_float, "bool": _to_bool, "dtype": _to_dtype, "str": _to_str}
-_DESCRIPTIONS = {"int": "an integer", "float": "a number", "bool": "true or false",
+_DESCRIPTIONS = {"int": "an integer", "float": "a finite number", "bool": "true or false",
                  "dtype": "a dtype (float32, float16, bfloat16)", "str": "a string"}
 
 
@@ -98,3 +105,43 @@ def map_value(value: Any, value_map: dict) -> tuple[bool, Any]:
         except TypeError:
             continue
     return False, None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A declared value range; ``None`` leaves that side open."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def check(self, value: Any, where: str, key: str) -> Any:
+        """``value`` when it lies in range (None passes: absent), else one InputError naming ``where`` and ``key``."""
+        if value is None or (self.minimum is None and self.maximum is None):
+            return value
+        return expect_in_range(value, where, key, minimum=self.minimum, maximum=self.maximum,
+                               fix=f"use a value {self.describe()}")
+
+    def describe(self) -> str:
+        low = "" if self.minimum is None else f">= {self.minimum:g}"
+        high = "" if self.maximum is None else f"<= {self.maximum:g}"
+        return " and ".join(part for part in (low, high) if part)
+
+
+def parse_bounds(entry: dict, kind: str, where: str) -> Bounds:
+    """``min:``/``max:`` of a registry entry: numbers, on an int or float value, with min <= max."""
+    found = {name: entry[name] for name in ("min", "max") if name in entry}
+    if not found:
+        return Bounds()
+    if kind not in ("int", "float"):
+        raise InputError(where, f"min/max on a value of type {kind}", "declare ranges on int or float values only")
+    for name, bound in found.items():
+        expect_in_range(bound, where, name, fix="write min:/max: as numbers")
+    bounds = Bounds(found.get("min"), found.get("max"))
+    if bounds.minimum is not None and bounds.maximum is not None and bounds.minimum > bounds.maximum:
+        raise InputError(where, f"min {bounds.minimum} is above max {bounds.maximum}", "swap or fix them")
+    return bounds
+
+
+def checked(value: Any, kind: str, bounds: Bounds, origin: str, key: str) -> Any:
+    """``convert`` then the range check: the one test every config value passes at load."""
+    return bounds.check(convert(value, kind, origin), origin, key)

@@ -104,8 +104,7 @@ def diff_checkpoints(a: Path | str, b: Path | str, arch: str | None = None, conf
     except BaseException:
         described_a.source.close()
         raise
-    source_a, source_b = described_a.source, described_b.source
-    try:
+    with described_a.source as source_a, described_b.source as source_b:
         metas_a, metas_b = source_a.metas(), source_b.metas()
         mapped, unmapped = _b_in_a_names(described_a, described_b)
         rows = []
@@ -121,9 +120,6 @@ def diff_checkpoints(a: Path | str, b: Path | str, arch: str | None = None, conf
                  for name, (target_meta, _) in mapped.items() if name not in metas_a]
         rows += [{"name": name, "status": "only in B", "shape_b": metas_b[name].shape, "dtype_b": metas_b[name].dtype}
                  for name in unmapped]
-    finally:
-        source_a.close()
-        source_b.close()
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -33,6 +33,8 @@ class ConversionReport:
     files: list[Path] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     verified: bool = False
+    tied: list[str] = field(default_factory=list)        # logical names kept tied (lm_head = embed)
+    assumed: list[str] = field(default_factory=list)     # config.json values no config stated (hf)
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,13 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     (an HF folder's config.json, a Megatron checkpoint's args), else from the tensor shapes.
     """
     from .. import spec
+    from ..tensors.common import explain_skipped_dtype
     from ..tensors.open import open_source
 
     path = Path(path)
     source = open_source(path)
     try:
+        _refuse_unreadable_dtypes(source, allow_unmapped)
         metas = source.metas()
         arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped))
         framework = CONTAINER_FRAMEWORK.get(type(source).__name__)
@@ -90,9 +94,23 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
         fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
         given = spec.params_from_config(config) if config else _carried_params(path, framework)
         return DescribedSource(source, arch_spec, fmt, given)
+    except InputError as error:           # names fit no spec because a tensor was skipped for its dtype?
+        source.close()
+        raise explain_skipped_dtype(source, error) from None
     except BaseException:
         source.close()
         raise
+
+
+def _refuse_unreadable_dtypes(source, allow_unmapped: bool) -> None:
+    """A tensor whose dtype the readers do not carry is named, not silently left out of the names."""
+    unreadable = {name: why for name, why in getattr(source, "skipped", {}).items() if "dtype" in why}
+    if unreadable and not allow_unmapped:
+        name, why = next(iter(unreadable.items()))
+        where = f"{getattr(source, 'path', 'source')} [{name}]"
+        raise InputError(where, f"{why}; {len(unreadable)} tensor(s) have such dtypes",
+                         "cast them to fp32/fp16/bf16 first (an fp8 checkpoint must be dequantised), "
+                         "or pass --allow-unmapped to leave them out")
 
 
 def _carried_params(path: Path, framework: str | None) -> dict:
@@ -110,6 +128,7 @@ def _carried_params(path: Path, framework: str | None) -> dict:
 def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
     from .. import spec
+    from ..tensors.common import explain_skipped_dtype
 
     described = describe_source(source_path, options.arch, options.source_format, options.config,
                                 options.allow_unmapped)
@@ -117,6 +136,9 @@ def prepare(source_path: Path | str, options: ConvertOptions):
         plan = spec.build_plan(described.source.metas(), described.format, options.to, described.arch,
                                described.params, target_dtype=options.dtype, pad_vocab_to=options.pad_vocab_to,
                                allow_unmapped=options.allow_unmapped)
+    except InputError as error:           # a tensor missing because it was skipped for its dtype?
+        described.source.close()
+        raise explain_skipped_dtype(described.source, error) from None
     except BaseException:
         described.source.close()
         raise
@@ -125,16 +147,20 @@ def prepare(source_path: Path | str, options: ConvertOptions):
 
 def convert(source_path: Path | str, destination: Path | str, options: ConvertOptions) -> ConversionReport:
     """Stream the conversion into a staging folder beside ``destination``, verify it there, then rename it in."""
-    from ..tensors.open import open_sink
+    from .destination import destination_kind, open_destination
+    from .hf_folder import hf_config_for
     from .staging import Staging, check_not_a_source, source_paths
 
     start = time.perf_counter()
     destination = Path(destination)
+    destination_kind(destination, options.to)
     source, arch, source_format, params, plan = prepare(source_path, options)
-    try:
+    with source:
         check_not_a_source(destination, source_paths(Path(source_path), source))
+        hf = hf_config_for(plan, arch, config=options.config, source=Path(source_path),
+                           framework=CONTAINER_FRAMEWORK.get(type(source).__name__)) if options.to == "hf" else None
         with Staging(destination) as staging:
-            sink = open_sink(staging.path, plan.targets)
+            sink = open_destination(staging.path, plan, options.to, hf.config if hf else None)
             try:
                 written = _stream(plan, source, sink, options)
                 files = sink.finish()
@@ -146,11 +172,9 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
                     "invertible": options.dtype is None and options.pad_vocab_to is None, "arch": arch,
                     "source_format": source_format, "target_format": options.to, "params": params}, destination)
             files = staging.publish(files)
-    finally:
-        source.close()
     return ConversionReport(Path(source_path), destination, arch.name, source_format, options.to,
                             _params_dict(params), len(plan.steps), written, time.perf_counter() - start, files,
-                            list(plan.unmapped), options.verify)
+                            list(plan.unmapped), options.verify, list(plan.tied), hf.assumed if hf else [])
 
 
 def _params_dict(params) -> dict:
@@ -217,9 +241,8 @@ def verify(plan, source, output_path: Path, context: dict, destination: Path | N
     from .. import spec
     from ..tensors.open import open_source
 
-    output = open_source(output_path)
     destination = destination or output_path
-    try:
+    with open_source(output_path) as output:
         if context["invertible"]:
             inverse = spec.build_plan(output.metas(), context["target_format"], context["source_format"],
                                       context["arch"], context["params"])
@@ -230,8 +253,6 @@ def verify(plan, source, output_path: Path, context: dict, destination: Path | N
             if not _same_bits(rebuilt, read(name)):
                 raise InputError(str(destination), f"tensor {name} does not match its source after conversion",
                                  "re-run the conversion; report the tensor if it persists")
-    finally:
-        output.close()
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:

@@ -70,10 +70,20 @@ def check_not_a_source(destination: Path, sources: Iterable[Path]) -> None:
 
 
 class Staging:
-    """A temporary folder beside ``destination``; ``path`` is where the writer puts the output."""
+    """A temporary folder beside ``destination``; ``path`` is where the writer puts the output.
+
+    A device or FIFO destination (``/dev/null``, a pipe) is written directly: it has no folder to
+    stage in and cannot be re-read (the CLI refuses ``--verify`` for it).
+    """
 
     def __init__(self, destination: Path | str):
+        from ..fileio import output_kind
+
         self.destination = Path(destination)
+        self.folder: Path | None = None
+        self.path = self.destination
+        if output_kind(self.destination) == "stream":
+            return
         if not self.destination.parent.is_dir():
             raise InputError(str(self.destination), f"folder {self.destination.parent} does not exist", "create it first")
         self.folder = Path(tempfile.mkdtemp(prefix=f".{self.destination.name}.", suffix=".part",
@@ -81,18 +91,20 @@ class Staging:
         self.path = self.folder / self.destination.name
 
     def publish(self, files: list[Path]) -> list[Path]:
-        """Rename the staged output into place; ``files`` (written in this order) come back at their final paths.
+        """Rename the staged output into place; ``files`` come back at their final paths.
 
-        A file replaces the destination file. A folder is renamed whole when the destination does
-        not exist; into an existing folder (``--force``) its files move one by one in the order
-        written, so an index written last also lands last.
+        A file replaces the destination file; a folder replaces the destination whole (the old one
+        is moved aside first and removed after, as the Hugging Face folder writer does).
         """
+        if self.folder is None:
+            return files
+        from .hf_folder import _swap_in
+
         final = [self.destination / file.relative_to(self.path) if file != self.path else self.destination
                  for file in files]
         try:
-            if self.path.is_dir() and self.destination.is_dir():
-                for file, target in zip(files, final, strict=True):
-                    os.replace(file, target)
+            if self.path.is_dir():
+                _swap_in(self.path, self.destination)
             else:
                 os.replace(self.path, self.destination)
         except OSError as error:
@@ -101,7 +113,8 @@ class Staging:
         return final
 
     def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> "Staging":
         return self

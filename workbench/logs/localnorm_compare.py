@@ -14,6 +14,7 @@ median over all groups: the one parameter computed differently stands out from t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -73,11 +74,22 @@ def _merge_ranks(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([summed, first_rank[["step", "param", "sum_sq"]]], ignore_index=True)
 
 
+def _detect_arch(names_a: list[str], names_b: list[str]) -> str:
+    """The architecture both name lists fit: each side is tried on its own (a log holds one format)."""
+    from .. import spec
+
+    found = {spec.detect_arch(list(dict.fromkeys(names)), allow_unmatched=True) for names in (names_a, names_b)}
+    if len(found) > 1:
+        raise InputError("local norms", f"the two logs' names fit different architectures ({', '.join(sorted(found))})",
+                         "pass --arch")
+    return found.pop()
+
+
 def _arch_and_formats(names_a: list[str], names_b: list[str], arch: str | None):
     from .. import spec
     from ..spec.relation import naming_format
 
-    arch_name = arch or spec.detect_arch(names_a + names_b, allow_unmatched=True)
+    arch_name = arch or _detect_arch(names_a, names_b)
     spec_ = spec.load_arch(arch_name)
     return spec_, naming_format(names_a, spec_), naming_format(names_b, spec_)
 
@@ -130,7 +142,9 @@ def compare_local_norms(reference: LogSeries, candidate: LogSeries, arch: str | 
                   sources={"reference": reference.source, "candidate": candidate.source},
                   facts={"arch": spec_.name, "formats": [format_a, format_b], "steps": chosen,
                          "thresholds": {"floor": thresholds.floor, "factor": thresholds.factor}},
-                  notes=notes + reference.notes + candidate.notes)
+                  notes=list(dict.fromkeys(notes + reference.notes + candidate.notes)),
+                  terminal_columns={"parameters": ("label", "reference_sum_sq", "candidate_sum_sq",
+                                                   "relative_difference", "status"), "all steps": ()})
 
 
 def _module(label: str) -> str:
@@ -147,7 +161,7 @@ def _flag_outliers(table: pd.DataFrame, t: NormThresholds) -> pd.Series:
 
 def _figures(table: pd.DataFrame, steps: list[int], reference: LogSeries, candidate: LogSeries) -> list[Figure]:
     first = table[(table["step"] == steps[0]) & (table["status"] != "unmatched")]
-    names = f"{candidate.source} vs {reference.source}"
+    names = f"{Path(candidate.source).name} vs {Path(reference.source).name}"
 
     def bars():
         from ..report.figures import bar_relative_differences
@@ -166,8 +180,11 @@ def _figures(table: pd.DataFrame, steps: list[int], reference: LogSeries, candid
         matrix = np.full((len(layers), len(modules)), np.nan)
         for row in layered.itertuples():
             matrix[layers.index(int(row.layer)), modules.index(row.module)] = row.relative_difference
-        return heatmap(matrix, [f"layer {i}" for i in layers], modules, colorbar_label="relative difference",
-                       title=f"step {steps[0]} local-norm relative difference by layer and module: {names}")
+        identical = not np.nanmax(np.abs(matrix), initial=0.0)
+        return heatmap(matrix, [f"layer {i}" for i in layers], modules, log=not identical,
+                       colorbar_label="relative difference of L2 norms",
+                       title=f"step {steps[0]} local norms by layer and module: {names}"
+                             + (" (all identical)" if identical else ""))
 
     figures = [Figure("bars", "relative difference per parameter", bars)]
     if first["layer"].notna().any():
@@ -187,8 +204,10 @@ def _ratio_figure(table: pd.DataFrame, names: str):
         rows = matched[matched["label"] == label]
         axis.plot(rows["step"], np.sqrt(rows["candidate_sum_sq"] / rows["reference_sum_sq"]), marker="o", label=label)
     axis.axhline(1.0, color="black", lw=0.6)
+    axis.ticklabel_format(axis="y", useOffset=False)
+    axis.xaxis.get_major_locator().set_params(integer=True)
     axis.set_xlabel("optimizer step")
     axis.set_ylabel("candidate / reference L2 norm")
-    axis.set_title(f"local-norm ratio of the 8 most different parameters: {names}")
+    axis.set_title(f"local-norm ratio, the {len(worst)} most different parameters: {names}")
     axis.legend(fontsize=7)
     return fig

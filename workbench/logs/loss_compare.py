@@ -17,6 +17,7 @@ The method's checks, in order (thresholds are :class:`LossThresholds`, all confi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -58,17 +59,32 @@ def compare_loss(reference: LogSeries, candidate: LogSeries, baselines: list[Log
     steps = pd.DataFrame({"step": aligned.steps, "reference": aligned.reference, "candidate": aligned.candidate,
                           "difference": aligned.candidate - aligned.reference, "relative_difference": rel,
                           "noise_band": band, "outside": outside}, columns=list(STEP_COLUMNS))
-    summary = [f"{row.check}: {row.status} ({row.detail})" for row in table.itertuples()]
+    summary = [_summary_line(row) for row in table.itertuples()]
     verdict = "FAIL" if len(failed) else "PASS"
     return Result(
-        kind="loss", title=f"{aligned.metric}: {candidate.source} vs {reference.source}", verdict=verdict,
+        kind="loss", title=f"{aligned.metric}: {Path(reference.source).name} (reference) vs "
+                           f"{Path(candidate.source).name}", verdict=verdict,
         exit_code=1 if len(failed) else 0, summary=summary, tables={"checks": table, "steps": steps},
         figures=[_figure(aligned, reference, candidate, band, t)],
         sources={"reference": reference.source, "candidate": candidate.source,
                  **{f"baseline {i + 1}": base.source for i, base in enumerate(baselines)}},
         facts={"metric": aligned.metric, "thresholds": asdict(t), "steps": len(aligned.steps),
                "alignment": aligned.statements},
-        notes=aligned.statements + reference.notes + candidate.notes)
+        notes=list(dict.fromkeys(aligned.statements + reference.notes + candidate.notes)),
+        terminal_columns={"checks": ("check", "status", "detail"), "steps": ()})
+
+
+def _summary_line(row) -> str:
+    """``check: STATUS (value vs limit; detail)`` -- every verdict with its number."""
+    numbers = ""
+    if _finite(row.value):
+        numbers = f"{row.value:.3g}" + (f" vs limit {row.threshold:.3g}" if _finite(row.threshold) else "")
+        numbers += "; "
+    return f"{row.check}: {row.status} ({numbers}{row.detail})"
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and bool(np.isfinite(value))
 
 
 def _row(check: str, passed: bool | None, value, threshold, detail: str) -> tuple:
@@ -130,9 +146,12 @@ def _figure(a: AlignedSeries, reference: LogSeries, candidate: LogSeries, band: 
         ref, cand = noise.ema(a.reference, t.smoothing), noise.ema(a.candidate, t.smoothing)
         bounds = (ref * (1 - band), ref * (1 + band)) if a.baselines else None
         smoothed = f" (EMA {t.smoothing:g})" if t.smoothing else ""
+        ref_name, cand_name = Path(reference.source).name, Path(candidate.source).name
+        bands = f", noise band of {len(a.baselines)} reruns" if a.baselines else ""
         return series_with_difference(
-            a.steps, {f"reference: {reference.source}": ref, f"candidate: {candidate.source}": cand},
-            title=f"{a.metric}{smoothed}: {candidate.source} vs {reference.source}", ylabel=a.metric,
+            a.steps, {f"reference: {ref_name}": ref, f"candidate: {cand_name}": cand},
+            title=f"{a.metric}{smoothed}: {cand_name} vs the reference {ref_name}{bands}",
+            ylabel=f"{a.metric} (as logged)" if "loss" in a.metric else a.metric,
             xlabel="optimizer step", band=bounds, relative_band=band if a.baselines else None,
             threshold=t.mean_rtol)
 

@@ -43,13 +43,8 @@ def names_from_checkpoint(path: Path | str) -> list[tuple[str, tuple[int, ...]]]
     """(name, shape) of every tensor of a checkpoint, in the order the file holds them."""
     from ..tensors.open import open_source
 
-    source = open_source(path)
-    try:
-        return [(meta.name, tuple(meta.shape)) for meta in source.metas()]
-    finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
+    with open_source(path) as source:
+        return [(meta.name, tuple(meta.shape)) for meta in source.metas().values()]
 
 
 def attach_names(series: LogSeries, order: list[tuple[str, int]], origin: str) -> LogSeries:

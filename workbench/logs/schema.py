@@ -48,6 +48,9 @@ METRICS = {
     "throughput": "throughput as printed (TFLOP/s per device)",
     "consumed_samples": "samples consumed so far",
     "global_batch_size": "global batch size",
+    "skipped_samples": "samples skipped so far (Megatron 'skipped samples')",
+    "decoupled_lr": "Megatron's decoupled learning rate (embedding / output layer), used by `step`",
+    "theoretical_throughput": "MindSpeed-LLM's theoretical throughput per NPU (TFLOP/s)",
 }
 
 DEFINITIONS = {

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
+from ..interrupts import Terminated, exit_code, signals_unwind
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,9 +50,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_COUNTS = {"steps": 1, "micro_batch_size": 1, "data_seed": 0, "tp": 1, "pp": 1}
+"""Command-line counts and their least value (--steps 0 would train nothing and say it did)."""
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from ..input_files import expect_count
+
+    from .config import MAX_STEPS
+
+    for name, least in _COUNTS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            option = "--" + name.replace("_", "-")
+            expect_count(value, option, option, minimum=least, maximum=MAX_STEPS if name == "steps" else None,
+                         fix=f"pass --steps between 1 and {MAX_STEPS}" if name == "steps" else
+                         f"pass {option} {max(least, 1)} or more")
+
+
 def _train_config(args):
     from .run_config import load_run_config
 
+    _check_counts(args)
     if args.from_config is not None:
         from .from_canonical import configs_from_file
 
@@ -71,7 +92,9 @@ def _check_out(out: Path, force: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    restore = ExitStack()
     try:
+        restore.enter_context(signals_unwind())          # SIGTERM unwinds: partial files are removed
         model, train = _train_config(args)
         _check_out(args.out, args.force)
         if args.command == "batches":
@@ -88,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                        save=tuple(part for part in args.save.split(",") if part), tensor_parallel=args.tp,
                        pipeline_parallel=args.pp, grads=args.grads, qkv_concat=args.qkv_concat, jit=not args.no_jit)
         result = run(spec)
-        for step, (loss, lr) in enumerate(zip(result.losses, result.lrs), 1):
+        for step, (loss, lr) in enumerate(zip(result.losses, result.lrs, strict=True), 1):
             print(f"step {step}: loss {loss:.6f} lr {lr:.3e}")
         print(f"log: {result.log}" + "".join(f"\nwrote {path}" for path in result.checkpoints))
         return 0
@@ -97,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"workbench.reference: error: {error}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Terminated) as interruption:
+        print(f"workbench.reference: {str(interruption) or 'interrupted (SIGINT)'}", file=sys.stderr)
+        return exit_code(interruption)
+    finally:
+        restore.close()
 
 
 if __name__ == "__main__":

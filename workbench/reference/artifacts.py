@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report.output import atomic_path
+from ..fileio import atomic_file
 
 
 def save_grads(grads_dir: Path | str, step: int, grads: dict[str, np.ndarray]) -> Path:
@@ -13,7 +13,7 @@ def save_grads(grads_dir: Path | str, step: int, grads: dict[str, np.ndarray]) -
     folder = Path(grads_dir) / f"step_{step}"
     folder.mkdir(parents=True, exist_ok=True)
     for name, grad in grads.items():
-        with atomic_path(folder / f"{name}.npy") as temporary, open(temporary, "wb") as handle:
+        with atomic_file(folder / f"{name}.npy") as handle:
             np.save(handle, np.asarray(grad, dtype=np.float32))
     return folder
 

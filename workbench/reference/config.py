@@ -6,8 +6,8 @@ framework conventions differ. Nothing here imports torch or mindspore.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -61,19 +61,23 @@ class ModelConfig:
     def expert_ffn_size(self) -> int:
         return self.moe_ffn_hidden_size or self.ffn_hidden_size
 
-    def validate(self) -> "ModelConfig":
+    def validate(self, locate: Callable[[str], str] | None = None) -> "ModelConfig":
+        """Ranges (checklists/keys.yaml), then the shapes that must divide; ``locate(field)`` names where."""
         from ..errors import InputError
 
+        where = locate or (lambda name: f"model.{name}")
+        check_ranges(self, "model", where)
         if self.hidden_size % self.num_attention_heads:
-            raise InputError("model.hidden_size", f"{self.hidden_size} is not divisible by "
+            raise InputError(where("hidden_size"), f"{self.hidden_size} is not divisible by "
                              f"num_attention_heads {self.num_attention_heads}", "choose divisible sizes")
         if self.num_attention_heads % self.num_kv_heads:
-            raise InputError("model.num_kv_heads", f"num_attention_heads {self.num_attention_heads} is not a "
+            raise InputError(where("num_kv_heads"), f"num_attention_heads {self.num_attention_heads} is not a "
                              f"multiple of num_kv_heads {self.num_kv_heads}", "choose a divisor")
         if self.head_dim % 2:
-            raise InputError("model.head_dim", f"{self.head_dim} is odd; RoPE needs an even head dim", "fix sizes")
+            raise InputError(where("hidden_size"), f"head dim {self.head_dim} (model.head_dim) is odd; RoPE needs "
+                             "an even head dim", "fix sizes")
         if self.num_experts and self.moe_router_topk > self.num_experts:
-            raise InputError("model.moe_router_topk", f"{self.moe_router_topk} > num_experts {self.num_experts}",
+            raise InputError(where("moe_router_topk"), f"{self.moe_router_topk} > num_experts {self.num_experts}",
                              "choose top-k <= experts")
         return self
 
@@ -114,6 +118,22 @@ class TrainConfig:
     schedule_steps: int = 0          # length the lr schedule is defined over (0: steps); a run may be shorter
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
 
+    def validate(self, locate: Callable[[str], str] | None = None) -> "TrainConfig":
+        """Ranges (checklists/keys.yaml) and the choices the runners implement."""
+        from ..errors import InputError
+
+        where = locate or (lambda name: f"train.{name}")
+        check_ranges(self, "train", where)
+        if self.steps > MAX_STEPS:
+            raise InputError(where("steps"), f"train.steps is {self.steps}, more than the {MAX_STEPS} steps a CPU "
+                             "reference run takes (its lr is precomputed per step)", "run fewer steps")
+        for name, choices in (("decay_style", ("constant", "linear", "cosine")),
+                              ("optimizer", ("adamw", "adam_weight_decay"))):
+            if getattr(self, name) not in choices:
+                raise InputError(where(name), f"train.{name} is {getattr(self, name)!r}, expected one of "
+                                 f"{', '.join(choices)}", f"use one of {', '.join(choices)}")
+        return self
+
     def lr_per_update(self, framework: str) -> np.ndarray:
         """The lr each framework applies at updates 1..steps (workbench.audit.lr_schedule)."""
         from ..audit import lr_schedule as schedules
@@ -127,6 +147,38 @@ class TrainConfig:
         schedule = schedules.MindFormersSchedule(type=kind, learning_rate=self.lr, warmup_steps=self.warmup_steps,
                                                  total_steps=total, lr_end=self.min_lr)
         return schedules.mindformers_lr_per_update(schedule, self.steps)
+
+
+MAX_STEPS = 1_000_000
+"""Most steps of one reference run: each is a CPU training step, and the lr of each is precomputed."""
+
+CANONICAL_KEYS = {
+    "num_layers": "model.num_layers", "hidden_size": "model.hidden_size",
+    "num_attention_heads": "model.num_attention_heads", "num_kv_heads": "model.num_kv_heads",
+    "ffn_hidden_size": "model.ffn_hidden_size", "vocab_size": "model.padded_vocab_size",
+    "seq_length": "model.seq_length", "rotary_base": "model.rotary_base", "norm_epsilon": "model.norm_epsilon",
+    "num_experts": "moe.num_experts", "moe_router_topk": "moe.router_topk", "moe_ffn_hidden_size": "moe.shared_expert_size",
+    "shared_expert_size": "moe.shared_expert_size", "init_std": "optimizer.lr",
+    "steps": "train.steps", "schedule_steps": "lr.warmup_steps", "lr": "optimizer.lr", "min_lr": "optimizer.min_lr",
+    "warmup_steps": "lr.warmup_steps", "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1",
+    "beta2": "optimizer.beta2", "eps": "optimizer.eps", "clip_grad": "optimizer.clip_grad", "seed": "other.seed",
+}
+"""Reference field -> the canonical key whose ``min:``/``max:`` (checklists/keys.yaml) it obeys. Three fields
+have no key of their own and borrow one with the same range (>= 0): ``moe_ffn_hidden_size`` (0: the dense
+size), ``init_std`` and ``schedule_steps`` (0: the run's steps)."""
+
+
+def check_ranges(config: Any, section: str, locate: Callable[[str], str]) -> None:
+    """Every numeric field of ``config`` against the range of its canonical key (keys.yaml)."""
+    from ..config.registry import load_registry
+    from ..input_files import expect
+
+    registry = load_registry()
+    for item in fields(config):
+        value = getattr(config, item.name)
+        if item.name in CANONICAL_KEYS and not isinstance(value, bool):
+            expect(value, float, locate(item.name), f"{section}.{item.name}")
+            registry[CANONICAL_KEYS[item.name]].bounds.check(value, locate(item.name), f"{section}.{item.name}")
 
 
 def mindformers_schedule_type(decay_style: str) -> str:

@@ -3,22 +3,18 @@
 Input: a full (unsharded) state dict with Megatron-core local-spec names. The names and layouts
 come from the converter specs (``converters/<family>.yaml``, formats ``megatron`` -> ``hf``): one
 mapping for the project, checked against real ``transformers`` models by tests/test_reference_hf.py.
-This module only chooses the HF family for a reference config and writes ``config.json``.
+This module only chooses the HF family for a reference config and states its settings; the folder
+(``config.json`` from the family's ``hf_config`` block, safetensors) is written by the one HF-folder
+writer, ``workbench/convert/hf_folder.py``.
 torch is imported inside the functions.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..report.output import write_text_atomic
 from .config import ModelConfig
-
-SINGLE_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-HF_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def hf_architecture(model: ModelConfig) -> tuple[str, str]:
@@ -71,46 +67,44 @@ def hf_state_dict(state_dict_megatron: dict, model: ModelConfig) -> dict:
 
 
 def hf_config(model: ModelConfig, vocab_rows: int | None = None, torch_dtype: str = "float32") -> dict:
-    """``config.json`` for the chosen HF family (LlamaConfig field names)."""
-    model_type, architecture = hf_architecture(model)
-    config = {
-        "architectures": [architecture], "model_type": model_type,
-        "hidden_size": model.hidden_size, "intermediate_size": model.expert_ffn_size if model.num_experts
-        else model.ffn_hidden_size, "num_attention_heads": model.num_attention_heads,
-        "num_key_value_heads": model.num_kv_heads, "head_dim": model.head_dim,
-        "num_hidden_layers": model.num_layers, "vocab_size": vocab_rows or model.vocab_size,
-        "max_position_embeddings": model.seq_length, "rms_norm_eps": model.norm_epsilon,
-        "rope_theta": model.rotary_base, "hidden_act": "silu", "initializer_range": model.init_std,
-        "tie_word_embeddings": False, "attention_bias": False, "attention_dropout": 0.0,
-        "mlp_bias": False, "use_cache": True, "torch_dtype": torch_dtype,
-    }
-    if model.num_experts:
-        config.update({"num_local_experts": model.num_experts, "num_experts_per_tok": model.moe_router_topk,
-                       "router_aux_loss_coef": 0.0, "output_router_logits": False})
-    return config
+    """``config.json`` of the chosen HF family, from its spec's ``hf_config`` block (the one used by
+    ``workbench convert --to hf``), with this reference config's settings."""
+    from ..spec import load_arch
+    from ..spec.hf_config import TORCH_DTYPES, build_config
+
+    arch = load_arch(hf_architecture(model)[0])
+    params = spec_params(model)
+    if vocab_rows:
+        params = params.with_values(vocab=vocab_rows)
+    dtype = {name: key for key, name in TORCH_DTYPES.items()}.get(torch_dtype, "fp32")
+    return build_config(arch.hf_config, params, hf_base=None, stated=_stated(model), dtype=dtype, tied=False,
+                        arch_name=arch.name).config
+
+
+def _stated(model: ModelConfig) -> dict[str, Any]:
+    """The reference config's values under the canonical keys the ``hf_config`` settings read."""
+    return {"model.max_position_embeddings": model.seq_length, "model.norm_epsilon": model.norm_epsilon,
+            "model.rotary_base": model.rotary_base, "moe.router_topk": model.moe_router_topk,
+            "moe.aux_loss_coeff": 0.0}
 
 
 def save_hf_safetensors(state_dict_megatron: dict, model: ModelConfig, path: Path,
                         shard_bytes: int | None = None) -> list[Path]:
-    """Write ``path/`` as an HF model folder; returns the files written (weights, index, config).
+    """Write ``path/`` as an HF model folder (replacing it); returns the files written (weights, index, config).
 
-    ``shard_bytes`` None: one ``model.safetensors``. Otherwise ``model-0000k-of-0000n.safetensors``
-    files of at most ``shard_bytes`` each plus ``model.safetensors.index.json``. Streams one tensor
-    at a time through the spec plan.
+    Written by the one HF-folder writer (:class:`workbench.convert.hf_folder.FolderSink`): one
+    ``model.safetensors`` when the tensors fit ``shard_bytes`` (default 5 GB), else
+    ``model-0000k-of-0000n.safetensors`` files plus ``model.safetensors.index.json``. Streams one
+    tensor at a time through the spec plan.
     """
+    from ..convert.hf_folder import FolderSink
     from ..spec import materialize
-    from ..tensors.safetensors_io import SafetensorsSink
+    from ..spec.hf_config import TORCH_DTYPES
 
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
     plan, arrays = hf_plan(state_dict_megatron, model)
-    target = folder if shard_bytes is not None else folder / SINGLE_FILE
-    sink = SafetensorsSink(target, plan.targets, shard_bytes=shard_bytes, metadata={"format": "pt"})
-    with sink:
+    embed = next(step.target for step in plan.steps if step.target.name == "model.embed_tokens.weight")
+    config = hf_config(model, embed.shape[0], TORCH_DTYPES[embed.dtype])
+    with FolderSink(Path(path), plan.targets, config=config, shard_bytes=shard_bytes, replace=True) as sink:
         for step in plan.steps:
             sink.write(step.target.name, materialize(step, arrays.__getitem__))
-        written = sink.finish()
-    embed = next(step.target for step in plan.steps if step.target.name == "model.embed_tokens.weight")
-    write_text_atomic(folder / CONFIG_FILE, json.dumps(hf_config(model, embed.shape[0], HF_DTYPE[embed.dtype]),
-                                                       indent=2, sort_keys=True) + "\n")
-    return [*written, folder / CONFIG_FILE]
+    return sink.files

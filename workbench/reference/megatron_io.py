@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
+from ..tensors.megatron_files import TRACKER_FILE
 from .config import ModelConfig
 from .layouts import fuse_gate_up, split_gate_up
 
 CHECKPOINT_FILE = "model_optim_rng.pt"
-TRACKER_FILE = "latest_checkpointed_iteration.txt"
 CHECKPOINT_VERSION = 3.0
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
 _RANK_FOLDER = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?$")
@@ -139,7 +139,7 @@ def shard_gate_up(fc1: Any, tensor_parallel: int, name: str = "linear_fc1") -> l
     """
     gate, up = split_gate_up(fc1)
     _check_divisible(name, gate.shape[0], tensor_parallel, "ffn size")
-    return [_fresh(fuse_gate_up(g, u)) for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0))]
+    return [_fresh(fuse_gate_up(g, u)) for g, u in zip(gate.chunk(tensor_parallel, 0), up.chunk(tensor_parallel, 0), strict=True)]
 
 
 def shard_grouped_qkv(qkv: Any, num_groups: int, tensor_parallel: int, name: str = "linear_qkv") -> list:
@@ -247,7 +247,7 @@ def _layout_args(args: argparse.Namespace, tensor_parallel: int, pipeline_parall
 
 def _atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     """``write`` a temporary file beside ``path``, then rename it into place."""
-    from ..report.output import atomic_path
+    from ..fileio import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temporary:
@@ -275,29 +275,31 @@ def save_megatron_legacy(state_dict: dict, model: ModelConfig, root: Path, itera
             if optimizer_state is not None:
                 payload["optimizer"] = optimizer_state
             path = checkpoint_path(root, iteration, tensor_rank, pipeline_rank, pipeline_parallel > 1)
-            _atomic_write(path, lambda temporary: torch.save(payload, temporary))
+            _atomic_write(path, lambda temporary, payload=payload: torch.save(payload, temporary))
             written.append(path)
     _atomic_write(root / TRACKER_FILE, lambda temporary: temporary.write_text(str(iteration)))
     return written
 
 
 def _tracked_iteration(root: Path) -> int:
-    tracker = root / TRACKER_FILE
-    if not tracker.is_file():
-        raise InputError(str(tracker), "missing: not a Megatron checkpoint folder",
+    from ..tensors.megatron_files import read_tracker
+
+    tracked = read_tracker(root)
+    if tracked is None:
+        raise InputError(str(root / TRACKER_FILE), "missing: not a Megatron checkpoint folder",
                          "pass the --save folder that holds latest_checkpointed_iteration.txt")
-    text = tracker.read_text().strip()
-    if not text.isdigit():
-        raise InputError(str(tracker), f"expected an iteration number, found {text!r}",
-                         "release checkpoints are not supported here")
-    return int(text)
+    if tracked.iteration is None:
+        raise InputError(str(root / TRACKER_FILE), "names the release checkpoint",
+                         "release checkpoints are not supported here: pass iteration=")
+    return tracked.iteration
 
 
 def load_checkpoint_file(path: Path | str) -> dict:
-    """``torch.load`` one ``model_optim_rng.pt`` safely: weights only, mmap, Namespace allow-listed."""
-    from ..tensors.torch_io import torch_load
+    """``torch.load`` one ``model_optim_rng.pt`` safely: weights only, mmap, Namespace allow-listed;
+    a damaged or refused file is one InputError naming it."""
+    from ..tensors.torch_io import load_torch_file
 
-    return torch_load(Path(path), [argparse.Namespace])
+    return load_torch_file(Path(path), [argparse.Namespace])
 
 
 def load_megatron_legacy_shards(root: Path | str, iteration: int | None = None) -> dict[tuple[int, int], dict]:

@@ -67,7 +67,7 @@ def unfuse_weights(weights: Mapping[str, np.ndarray], cfg: ModelConfig) -> dict[
     out = {}
     for name, value in weights.items():
         if ".attention.w_qkv." in name:
-            for part, array in zip(("wq", "wk", "wv"), split_grouped_qkv(value, *heads)):
+            for part, array in zip(("wq", "wk", "wv"), split_grouped_qkv(value, *heads), strict=True):
                 out[name.replace(".w_qkv.", f".{part}.")] = array
         elif ".w_gate_hidden." in name:
             gate, up = deinterleave_rows(value)

@@ -146,7 +146,7 @@ class MindFormersStyleTrainer:
             grads = tuple(ops.cast(g, ms.float32) for g in grads)
         with _quiet_constant_tensor_warning():
             self.optimizer(ms.mutable(tuple(grads)))
-        for param, master in zip(self.params, self.masters):
+        for param, master in zip(self.params, self.masters, strict=True):
             param.set_data(ops.cast(master, param.dtype))
 
     def _injected(self, grads: dict) -> tuple:
@@ -154,7 +154,7 @@ class MindFormersStyleTrainer:
         if missing:
             raise KeyError(f"injected gradients lack {missing[:3]}{'...' if len(missing) > 3 else ''}")
         return tuple(Tensor(np.asarray(grads[name], np.float32), p.dtype) for name, p in
-                     zip(self.param_names, self.params))
+                     zip(self.param_names, self.params, strict=True))
 
     def step(self, input_ids: np.ndarray | None = None, labels: np.ndarray | None = None,
              grads: dict[str, np.ndarray] | None = None) -> StepResult:
@@ -181,10 +181,10 @@ class MindFormersStyleTrainer:
         self.updates += 1
         kept = None
         if self.keep_grads:
-            kept = {name: ops.cast(g, ms.float32).asnumpy() for name, g in zip(self.param_names, raw)}
+            kept = {name: ops.cast(g, ms.float32).asnumpy() for name, g in zip(self.param_names, raw, strict=True)}
         squares = local.asnumpy()
         return StepResult(loss=loss, global_norm=float(global_norm.asnumpy()), lr=lr,
-                          local_norms={name: float(v) for name, v in zip(self.param_names, squares)},
+                          local_norms={name: float(v) for name, v in zip(self.param_names, squares, strict=True)},
                           grads=kept, elapsed_s=time.perf_counter() - start, step=self.updates)
 
     def train(self, steps: int, batches, log_path: str | Path | None = None,
@@ -197,6 +197,8 @@ class MindFormersStyleTrainer:
         keep = self.keep_grads
         self.keep_grads = keep or grads_dir is not None
         writer = MindFormersLogWriter(log_path) if log_path is not None else None
+        if writer is not None:
+            writer.param_groups([(p.name, tuple(p.shape)) for p in self.params], self.train_config.weight_decay)
         results = []
         try:
             for index in range(steps):

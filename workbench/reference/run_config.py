@@ -9,12 +9,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, location
+from ..input_files import expect
 from ..yamlio import YamlDoc, load_yaml
 from .config import ModelConfig, PrecisionConfig, TrainConfig
 
 SECTIONS = {"model": ModelConfig, "train": TrainConfig, "precision": PrecisionConfig}
-_KINDS = {"int": int, "float": (int, float), "bool": bool, "str": str}
+_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def _field_kinds(cls: type) -> dict[str, str]:
@@ -25,21 +26,28 @@ def _checked(doc: YamlDoc, section: str, values: Any) -> dict:
     cls = SECTIONS[section]
     if not isinstance(values, dict):
         raise InputError(doc.where(section), f"expected a mapping of {cls.__name__} fields", "write key: value pairs")
-    kinds = _field_kinds(cls)
+    kinds, locate = _field_kinds(cls), _locator(doc, section)
     for key, value in values.items():
-        where = doc.where(f"{section}.{key}")
+        where = locate(key)
         if key not in kinds:
             raise InputError(where, f"unknown {section} key {key!r}", f"use one of {', '.join(sorted(kinds))}")
-        expected = _KINDS.get(kinds[key])
-        if expected and (not isinstance(value, expected) or (kinds[key] != "bool" and isinstance(value, bool))):
-            raise InputError(where, f"expected {kinds[key]}, found {value!r}", "correct the value")
+        if kinds[key] in _KINDS:
+            expect(value, _KINDS[kinds[key]], where, f"{section}.{key}", "correct the value")
     return values
+
+
+def _locator(doc: YamlDoc, section: str):
+    """field -> ``file:line [section.field]`` where the file sets it, else the file and the key."""
+    def locate(name: str) -> str:
+        dotted = f"{section}.{name}"
+        return location(doc.path, doc.lines.get(dotted), dotted)
+    return locate
 
 
 def load_run_config(path: Path | str | None = None) -> tuple[ModelConfig, TrainConfig]:
     """(model, train) from a YAML file; the defaults (the tiny 2-layer model) when ``path`` is None."""
     if path is None:
-        return ModelConfig().validate(), TrainConfig()
+        return ModelConfig().validate(), TrainConfig().validate()
     doc = load_yaml(path)
     data = doc.data or {}
     if not isinstance(data, dict):
@@ -50,5 +58,6 @@ def load_run_config(path: Path | str | None = None) -> tuple[ModelConfig, TrainC
                          f"use {', '.join(SECTIONS)}")
     parts = {name: _checked(doc, name, data[name]) for name in SECTIONS if name in data}
     precision = PrecisionConfig(**parts.get("precision", {}))
-    model = ModelConfig(**parts.get("model", {})).validate()
-    return model, TrainConfig(**parts.get("train", {}), precision=precision)
+    model = ModelConfig(**parts.get("model", {})).validate(_locator(doc, "model"))
+    train = TrainConfig(**parts.get("train", {}), precision=precision).validate(_locator(doc, "train"))
+    return model, train

@@ -51,22 +51,29 @@ class RunResult:
 
 def load_batches(path: Path, steps: int) -> list[dict[str, np.ndarray]]:
     """Megatron batches from an .npz of ``tokens``, ``labels``, ``loss_mask`` shaped [steps, b, s]."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in ("tokens", "labels", "loss_mask")}
-    except KeyError as missing:
-        raise InputError(str(path), f"missing array {missing}", "write tokens, labels and loss_mask") from None
-    except (OSError, ValueError) as error:
-        raise InputError(str(path), f"not a readable .npz ({error})", "pass a file written by np.savez") from None
+    from ..replay.npy_files import load_npz
+
+    arrays = load_npz(path, BATCH_KEYS, "write tokens, labels and loss_mask with np.savez")
+    if arrays["tokens"].ndim != 3:
+        raise InputError(f"{path} [tokens]", f"tokens shape {list(arrays['tokens'].shape)}, expected [steps, b, s]",
+                         "write tokens, labels and loss_mask shaped [steps, b, s]")
+    for key, array in arrays.items():
+        if array.shape != arrays["tokens"].shape:
+            raise InputError(f"{path} [{key}]", f"{key} shape {list(array.shape)} disagrees with tokens shape "
+                             f"{list(arrays['tokens'].shape)}; all three are [steps, b, s]",
+                             "write tokens, labels and loss_mask of one shape")
     if len(arrays["tokens"]) < steps:
         raise InputError(str(path), f"{len(arrays['tokens'])} batches for {steps} steps", "write more or train fewer steps")
     return [{key: array[step] for key, array in arrays.items()} for step in range(steps)]
 
 
-def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> None:
-    from ..report.output import atomic_path
+BATCH_KEYS = ("tokens", "labels", "loss_mask")
 
-    with atomic_path(path) as temporary, open(temporary, "wb") as handle:
+
+def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> None:
+    from ..fileio import atomic_file
+
+    with atomic_file(path) as handle:
         np.savez(handle, **{key: np.stack([batch[key] for batch in batches]) for key in ("tokens", "labels", "loss_mask")})
 
 
@@ -77,15 +84,20 @@ def _check(spec: RunSpec) -> None:
     if wrong:
         raise InputError("--save", f"{wrong} cannot be written by the {spec.side} side",
                          f"use {', '.join(SAVE_FORMATS[spec.side])}")
+    if spec.init is not None and spec.side == "mindformers":
+        from ..tensors.mindspore_ckpt import MindSporeCkptSource
+
+        with MindSporeCkptSource(spec.init):       # every record checked against the file: truncated -> InputError
+            pass
 
 
 def run(spec: RunSpec) -> RunResult:
     """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads)."""
     _check(spec)
-    spec.out.mkdir(parents=True, exist_ok=True)
     steps = spec.train.steps
-    batches = (load_batches(spec.batches, steps) if spec.batches else
+    batches = (load_batches(spec.batches, steps) if spec.batches else       # bad batches: nothing is created
                synthetic_batches(spec.model, steps, spec.micro_batch_size, spec.data_seed))
+    spec.out.mkdir(parents=True, exist_ok=True)
     grads_dir = spec.out / "grads" if spec.grads else None
     log = spec.out / "train.log"
     trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
@@ -109,26 +121,30 @@ def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
     from ..tensors.base import cast
     from ..tensors.megatron_legacy import MegatronLegacySource
 
-    source = MegatronLegacySource(path)
-    try:
+    with MegatronLegacySource(path) as source:
         return {name: cast(np.asarray(source.read(name)), meta.dtype, "fp32")
                 for name, meta in source.metas().items()}
-    finally:
-        source.close()
 
 
 def _mindformers_trainer(spec: RunSpec):
-    import mindspore as ms
-
     from . import ms_model, ms_train
 
     net = ms_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed, qkv_concat=spec.qkv_concat)
     if spec.init is not None:
-        if not spec.init.is_file():
-            raise InputError(str(spec.init), "MindSpore checkpoint not found", "pass a .ckpt written by mindspore.save_checkpoint")
-        weights = {name: value.asnumpy() for name, value in ms.load_checkpoint(str(spec.init)).items()}
-        ms_model.set_weights(net, weights)
+        ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
     return ms_train.MindFormersStyleTrainer(net, spec.train, jit=spec.jit), net
+
+
+def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a MindSpore ``.ckpt`` (already checked by the workbench's reader in :func:`_check`)."""
+    import mindspore as ms
+
+    try:
+        return {name: value.asnumpy() for name, value in ms.load_checkpoint(str(path)).items()}
+    except (ValueError, RuntimeError, TypeError, OSError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(str(path), f"MindSpore cannot load this checkpoint ({first})",
+                         "pass a .ckpt written by mindspore.save_checkpoint") from None
 
 
 def _save(spec: RunSpec, net) -> list[Path]:
@@ -146,11 +162,10 @@ def _save(spec: RunSpec, net) -> list[Path]:
     if "mindspore" in spec.save:
         import mindspore as ms
 
-        from ..report.output import atomic_path
+        from ..fileio import atomic_path
 
         target = spec.out / "mindspore.ckpt"
-        with atomic_path(target) as temporary:
-            ms.save_checkpoint(net, str(temporary.with_suffix(".ckpt")))
-            temporary.with_suffix(".ckpt").replace(temporary)
+        with atomic_path(target, suffix=".part.ckpt") as temporary:   # save_checkpoint appends .ckpt otherwise
+            ms.save_checkpoint(net, str(temporary))
         written.append(target)
     return written

@@ -225,7 +225,7 @@ class MegatronStyleTrainer:
             lines += self.log_lines(result, train_iters, int(np.asarray(batch["tokens"]).shape[0]))
             results.append(result)
         if log_path is not None:
-            from ..report.output import write_text_atomic
+            from ..fileio import write_text
 
-            write_text_atomic(log_path, "\n".join(lines) + "\n")
+            write_text(log_path, "\n".join(lines) + "\n")
         return results

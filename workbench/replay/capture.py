@@ -35,12 +35,11 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
-from ..report.output import atomic_path, write_text_atomic
+from ..fileio import atomic_path, link_into_place, write_text
 from .layout import Layout, load_knowledge
 
 FIELDS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
@@ -101,7 +100,7 @@ def save_npy_atomic(path: Path, array: np.ndarray) -> dict:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1))
+    write_text(path, json.dumps(data, indent=1))
 
 
 class BatchCapture:
@@ -150,13 +149,7 @@ class BatchCapture:
         if previous is None or previous[0].shape != array.shape or previous[0].dtype != array.dtype \
                 or not np.array_equal(previous[0], array):
             return None
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part")
-        try:
-            os.link(previous[1], temporary)
-            os.replace(temporary, target)
-        except OSError:  # no hard links here, or the first file was removed: write it
-            if os.path.lexists(temporary):
-                os.unlink(temporary)
+        if not link_into_place(previous[1], target):  # no hard links here, or the first file was removed
             return None
         return previous[2]
 
@@ -176,7 +169,7 @@ class BatchCapture:
             if self.layout.manifest and manifest.exists():
                 manifest.unlink()
             self._finalized = False
-        arrays = dict(zip(FIELDS, (tokens, labels, loss_mask, attention_mask, position_ids)))
+        arrays = dict(zip(FIELDS, (tokens, labels, loss_mask, attention_mask, position_ids), strict=True))
         for name in FIELDS[:3]:
             if arrays[name] is None:
                 raise ValueError(f"capture: {name} is None (with pipeline parallelism only the first stage has tokens "

@@ -111,6 +111,19 @@ def _global(store: CaptureStore, step: int):
     return order, pieces[0]["tokens"].shape[0], {n: np.concatenate([p[n] for p in pieces], axis=0) for n in names}
 
 
+def _chosen_fields(fields: list[str] | None, store_a: CaptureStore, store_b: CaptureStore) -> set[str] | None:
+    """``fields`` as a set (None: all); a name neither capture holds is an error listing those that exist."""
+    if fields is None:
+        return None
+    held = list(dict.fromkeys(store_a.fields + store_b.fields))
+    unknown = [name for name in fields if name not in held]
+    if unknown or not fields:
+        found = f"unknown field(s) {', '.join(unknown)}" if unknown else "no field named"
+        raise InputError("--fields", f"{found}; the captures hold {', '.join(held)}",
+                         "name fields from that list, comma-separated (or leave --fields out to compare all)")
+    return set(fields)
+
+
 def diff_stores(a, b, fields: list[str] | None = None, by: str = "auto") -> DataDiff:
     """Compare two captures step by step (see the module doc)."""
     store_a = a if isinstance(a, CaptureStore) else CaptureStore(a)
@@ -121,7 +134,7 @@ def diff_stores(a, b, fields: list[str] | None = None, by: str = "auto") -> Data
     if mode == "rank" and store_a.ranks != store_b.ranks:
         raise InputError(str(store_b.root), f"ranks {describe_numbers(store_b.ranks)} differ from A's "
                          f"{describe_numbers(store_a.ranks)}", "compare by global batch (--by global)")
-    chosen = set(fields) if fields else None
+    chosen = _chosen_fields(fields, store_a, store_b)
     diff = DataDiff(store_a.root, store_b.root, mode)
     steps_a, steps_b = set(store_a.steps), set(store_b.steps)
     diff.only_in_a = sorted(steps_a - steps_b)

@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, location
+from ..input_files import expect
 
 KINDS = {"integer": "iu", "floating": "f", "bool": "b"}
 _PLACEHOLDER = re.compile(r"\{(step|rank|micro_batch|field)(?::[^}]*)?\}")
@@ -143,7 +144,7 @@ def parse_knowledge(docs) -> CaptureKnowledge:
             if not kinds or any(kind not in KINDS for kind in kinds):
                 raise InputError(where, f"dtype must be one or more of {', '.join(KINDS)}, found {kinds!r}",
                                  "fix the field's dtype")
-            shape = spec.get("shape") or []
+            shape = expect(spec.get("shape") or [], list, where, f"{key}.shape", "e.g. shape: [b, s]")
             fields[name] = FieldSpec(name, bool(spec.get("required", False)), tuple(kinds),
                                      str(spec.get("expected", "")), tuple(str(dim) for dim in shape))
         for name, spec in (_require(doc, "layouts", dict) if doc.has("layouts") else {}).items():

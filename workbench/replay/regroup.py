@@ -166,7 +166,7 @@ def _assemble(rows: list[tuple[BatchDict, int]], source_mbs: int) -> BatchDict:
         if first.ndim and first.shape[0] == 1 and source_mbs > 1:  # broadcast field: shared by every row
             out[name] = first
         else:
-            out[name] = np.stack([np.asarray(value)[row] for value, (_, row) in zip(values, rows)])
+            out[name] = np.stack([np.asarray(value)[row] for value, (_, row) in zip(values, rows, strict=True)])
     return out
 
 

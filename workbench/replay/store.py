@@ -14,14 +14,16 @@ consecutive micro-batches. The global batch of a step is therefore micro-batch 0
 """
 from __future__ import annotations
 
-import json
 import os
 from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+from ..input_files import expect_count
 from .layout import CaptureKnowledge, load_knowledge
+from .manifest import capture_json, check_manifest
 from .npy_files import CaptureError, describe_numbers, load_npy, npy_header
 
 __all__ = ["CaptureError", "CaptureStore", "describe_numbers"]
@@ -91,12 +93,12 @@ class CaptureStore:
     def _marker_data(self) -> dict:
         if self._marker is None:
             self._marker = {}
-            if self._layout.marker and (self.root / self._layout.marker).is_file():
-                try:
-                    self._marker = json.loads((self.root / self._layout.marker).read_text(encoding="utf-8"))
-                except (ValueError, OSError) as error:
-                    raise CaptureError(str(self.root / self._layout.marker), f"unreadable ({error})",
-                                       "restore or delete it", check="manifest") from None
+            if self._layout.marker and os.path.lexists(self.root / self._layout.marker):
+                path = self.root / self._layout.marker
+                self._marker = capture_json(path, "capture marker")
+                if self._marker.get("dp_world") is not None:
+                    expect_count(self._marker["dp_world"], str(path), "dp_world", minimum=1,
+                                 fix="the marker is damaged: restore it or delete it (ranks are then counted)")
         return self._marker
 
     @property
@@ -168,13 +170,11 @@ class CaptureStore:
             raise CaptureError(str(path), "incomplete step: no manifest (the capture stopped before the step's last "
                                f"micro-batch was written{extra})", "re-capture this step or leave it out of the replay",
                                check="incomplete")
+        data = capture_json(path, "manifest")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
-                raise ValueError("no 'files' table")
-            int(data["micro_batches"])
-        except (ValueError, KeyError, TypeError, OSError) as error:
-            raise CaptureError(str(path), f"unreadable manifest ({error})", "re-capture this step", check="manifest") from None
+            check_manifest(data, str(path))
+        except InputError as error:
+            raise CaptureError(error.where, error.problem, error.fix, check="manifest") from None
         self._manifests[key] = data
         if len(self._manifests) > 256:
             self._manifests.popitem(last=False)
@@ -214,7 +214,11 @@ class CaptureStore:
         return [(rank, m) for m in range(next(iter(counts.values()))) for rank in self.ranks]
 
     # -- reading
-    def _check_array(self, path: Path, name: str, array_shape, dtype, bound: dict[str, int]) -> None:
+    def _check_array(self, path: Path, name: str, array_shape, dtype, bound: dict[str, tuple]) -> None:
+        """dtype and rank from ``datasets/``; symbolic dims (b, s) must agree across a micro-batch's fields.
+
+        ``bound`` maps a symbol to (size, field, shape) of the first field that fixed it.
+        """
         spec = self.knowledge.fields[name]
         if not spec.dtype_ok(dtype):
             raise CaptureError(str(path), f"dtype {dtype} is not {' or '.join(spec.kinds)} "
@@ -223,17 +227,21 @@ class CaptureStore:
         if spec.shape and len(spec.shape) != len(array_shape):
             raise CaptureError(str(path), f"shape {list(array_shape)} has {len(array_shape)} dims, expected "
                                f"[{', '.join(spec.shape)}]", "capture the field unchanged", check="shape")
-        for dim, size in zip(spec.shape, array_shape):
+        for dim, size in zip(spec.shape, array_shape, strict=False):  # an empty spec.shape declares nothing
             choices = dim.split("|")
             if any(c.isdigit() and int(c) == size for c in choices):
                 continue
             symbols = [c for c in choices if not c.isdigit()]
-            if symbols and (symbols[0] not in bound or bound[symbols[0]] == size):
-                bound.setdefault(symbols[0], size)
+            if symbols and (symbols[0] not in bound or bound[symbols[0]][0] == size):
+                bound.setdefault(symbols[0], (size, name, tuple(array_shape)))
                 continue
-            raise CaptureError(str(path), f"shape {list(array_shape)} does not fit [{', '.join(spec.shape)}] with "
-                               + ", ".join(f"{k}={v}" for k, v in bound.items()), "the fields of a micro-batch must agree",
-                               check="shape")
+            if not symbols:
+                raise CaptureError(str(path), f"shape {list(array_shape)} does not fit [{', '.join(spec.shape)}]",
+                                   "capture the field unchanged", check="shape")
+            other_size, other, other_shape = bound[symbols[0]]
+            raise CaptureError(str(path), f"{name} shape {list(array_shape)} disagrees with {other} shape "
+                               f"{list(other_shape)} ({symbols[0]} = {size} here, {other_size} there)",
+                               "the fields of a micro-batch must agree: re-capture this step", check="shape")
 
     def reference_shapes(self) -> dict[str, tuple[int, ...]]:
         """Field shapes of the first step's first micro-batch (headers only)."""
@@ -256,20 +264,20 @@ class CaptureStore:
         listed = {rel: entry for rel, entry in (manifest or {}).get("files", {}).items()
                   if int(entry.get("micro_batch", 0)) == micro_batch}
         arrays: dict[str, np.ndarray] = {}
-        bound: dict[str, int] = {}
+        bound: dict[str, tuple] = {}
         for name, spec in self.knowledge.fields.items():
             relative = self._layout.file(name, micro_batch)
             path = folder / relative
             entry = listed.pop(relative, None)
             if manifest is not None and entry is None:
-                if path.exists():
+                if os.path.lexists(path):
                     raise CaptureError(str(path), "file not listed in manifest.json", "re-capture this step",
                                        check="manifest")
                 if not spec.required:
                     continue
-            elif manifest is None and not spec.required and not path.exists():
+            elif manifest is None and not spec.required and not os.path.lexists(path):
                 continue
-            if not path.exists():
+            if not os.path.lexists(path):
                 where = "listed in manifest.json but missing" if entry else f"required field {name} missing"
                 raise CaptureError(str(path), where, "re-capture this step", check="missing")
             array = load_npy(path, entry.get("sha256") if (verify and entry) else None)

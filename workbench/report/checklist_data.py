@@ -58,7 +58,7 @@ def side_cell(values: list[CanonicalValue]) -> tuple[str, str]:
     texts = [fmt(v.value) if v.known else "?" for v in values]
     sources = [v.source or v.settle for v in values]
     if len(values) > 1:
-        texts = [f"{v.key.rsplit('.', 1)[-1]}={text}" for v, text in zip(values, texts)]
+        texts = [f"{v.key.rsplit('.', 1)[-1]}={text}" for v, text in zip(values, texts, strict=True)]
     return ", ".join(texts), "; ".join(dict.fromkeys(s for s in sources if s))
 
 

@@ -1,35 +1,13 @@
-"""Render the CheckList report: markdown, HTML, JSON, and the rich terminal table."""
+"""Render the CheckList report: markdown, HTML (Jinja2, the shared page style), the rich terminal
+table. The JSON is :func:`workbench.report.checklist_data.report_to_dict`; the whole report goes
+out through :func:`workbench.report.emit.emit` (see :mod:`workbench.report.checklist_result`)."""
 from __future__ import annotations
 
-import html
-import json
-
 from ..audit.engine import AuditReport
-from .checklist_data import report_to_dict, sections, side_cell, summary_line
+from .checklist_data import sections, side_cell, summary_line
+from .checklist_result import fix_text, footer_lines, header_lines
 
 VERDICT_STYLE = {"MISMATCH": "bold red", "RISK": "yellow", "UNKNOWN": "magenta", "MANUAL": "cyan", "PASS": "green"}
-VERDICT_COLOR = {"MISMATCH": "#c62828", "RISK": "#b26a00", "UNKNOWN": "#7b1fa2", "MANUAL": "#00838f", "PASS": "#2e7d32"}
-
-
-def _header_lines(report: AuditReport) -> list[str]:
-    lines = [f"Megatron:    {report.megatron.path} ({report.megatron.form})",
-             f"MindFormers: {report.mindformers.path} ({report.mindformers.form})",
-             f"Hardware:    {report.hardware} ({report.hardware_source})"]
-    lines += [f"Assumed:     {text}" for text in report.assumptions]
-    return lines
-
-
-def _footer_lines(report: AuditReport) -> list[str]:
-    lines = [f"Note (Megatron): {note}" for note in report.megatron.notes]
-    lines += [f"Note (MindFormers): {note}" for note in report.mindformers.notes]
-    if report.megatron.not_interpreted:
-        lines.append("Not interpreted (Megatron): " + " ".join(
-            "--" + name.replace("_", "-") for name in report.megatron.not_interpreted))
-    return lines
-
-
-def to_json(report: AuditReport, strict: bool = False) -> str:
-    return json.dumps(report_to_dict(report, strict), indent=2, default=str) + "\n"
 
 
 def _md_cell(text: str) -> str:
@@ -37,7 +15,7 @@ def _md_cell(text: str) -> str:
 
 
 def to_markdown(report: AuditReport, only: set[str] | None = None) -> str:
-    out = ["# workbench checklist", ""] + [f"- {line}" for line in _header_lines(report)]
+    out = ["# workbench checklist", ""] + [f"- {line}" for line in header_lines(report)]
     out += ["", f"**Summary:** {summary_line(report)}", ""]
     for section, items in sections(report, only):
         out += [f"## {section}", "", "| Verdict | Item | Megatron | MindFormers | Finding | Fix |", "|---|---|---|---|---|---|"]
@@ -48,34 +26,28 @@ def to_markdown(report: AuditReport, only: set[str] | None = None) -> str:
                      f"`{value_f}` <br>{source_f}" if value_f else "", item.message, fix]
             out.append("| " + " | ".join(_md_cell(cell) for cell in cells) + " |")
         out.append("")
-    out += [f"- {line}" for line in _footer_lines(report)]
+    out += [f"- {line}" for line in footer_lines(report)]
     return "\n".join(out) + "\n"
 
 
-def to_html(report: AuditReport, only: set[str] | None = None) -> str:
-    esc = html.escape
-    rows = []
+def to_html(report: AuditReport, only: set[str] | None = None, result=None) -> str:
+    """One self-contained page (autoescaped template; the LR figure embedded when ``result`` has it)."""
+    from .html import figure_views, render_page
+
+    groups = []
     for section, items in sections(report, only):
-        rows.append(f"<h2>{esc(section)}</h2><table><tr><th>Verdict</th><th>Item</th><th>Megatron</th>"
-                    "<th>MindFormers</th><th>Finding</th><th>Fix</th></tr>")
+        rows = []
         for item in items:
             (value_m, source_m), (value_f, source_f) = side_cell(item.megatron), side_cell(item.mindformers)
-            fix = "<br>".join(f"{esc(side)}: <code>{esc(text)}</code>" for side, text in item.fix.items()
-                              if text and item.verdict != "PASS")
-            rows.append(f"<tr><td style='color:{VERDICT_COLOR[item.verdict]};font-weight:bold'>{item.verdict}</td>"
-                        f"<td title='{esc(item.why)}'>{esc(item.title)}</td>"
-                        f"<td><code>{esc(value_m)}</code><div class=src>{esc(source_m)}</div></td>"
-                        f"<td><code>{esc(value_f)}</code><div class=src>{esc(source_f)}</div></td>"
-                        f"<td>{esc(item.message)}</td><td>{fix}</td></tr>")
-        rows.append("</table>")
-    header = "".join(f"<li>{esc(line)}</li>" for line in _header_lines(report))
-    footer = "".join(f"<li>{esc(line)}</li>" for line in _footer_lines(report))
-    style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;width:100%}"
-             "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;font-size:13px}"
-             ".src{color:#666;font-size:11px}th{background:#f3f3f3}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>workbench checklist</title>"
-            f"<style>{style}</style></head><body><h1>workbench checklist</h1><ul>{header}</ul>"
-            f"<p><b>Summary:</b> {esc(summary_line(report))}</p>{''.join(rows)}<ul>{footer}</ul></body></html>\n")
+            fixes = [(side, text) for side, text in item.fix.items() if text and item.verdict != "PASS"]
+            rows.append({"verdict": item.verdict, "title": item.title, "why": item.why, "megatron": value_m,
+                         "megatron_source": source_m, "mindformers": value_f, "mindformers_source": source_f,
+                         "message": item.message, "fixes": fixes})
+        groups.append({"name": section, "rows": rows})
+    return render_page("checklist.html.j2", header=header_lines(report), footer=footer_lines(report),
+                       summary=summary_line(report), sections=groups, verdict=result.verdict if result else "",
+                       figures=figure_views(result) if result is not None else [],
+                       schema=result.schema if result is not None else "workbench.checklist/1")
 
 
 def print_terminal(report: AuditReport, only: set[str] | None = None, console=None) -> None:
@@ -84,7 +56,7 @@ def print_terminal(report: AuditReport, only: set[str] | None = None, console=No
     from rich.text import Text
 
     console = console or Console()
-    for line in _header_lines(report):
+    for line in header_lines(report):
         console.print(line, highlight=False)
     for section, items in sections(report, only):
         table = Table(title=section, title_justify="left", show_lines=False, expand=True)
@@ -100,11 +72,11 @@ def print_terminal(report: AuditReport, only: set[str] | None = None, console=No
                     cell.append("\n" + source.replace(f"({config.path.name}:", "(line "), style="dim")
                 cells.append(cell)
             finding = Text(item.message)
-            fix = "; ".join(f"{side}: {text}" for side, text in item.fix.items() if text and item.verdict != "PASS")
+            fix = fix_text(item)
             if fix:
                 finding.append("\nfix: " + fix, style="italic")
             table.add_row(Text(item.verdict, style=VERDICT_STYLE[item.verdict]), item.title, *cells, finding)
         console.print(table)
-    for line in _footer_lines(report):
+    for line in footer_lines(report):
         console.print(line, highlight=False, style="dim")
     console.print(f"Summary: {summary_line(report)}", highlight=False)

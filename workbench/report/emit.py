@@ -65,15 +65,18 @@ def render(result: Result, output_format: str) -> str | bytes:
 def emit(result: Result, output_format: str | None = None, out: Path | str | None = None,
          force: bool = False, console=None) -> int:
     """Render and deliver ``result``; returns its exit code. ``out=None`` writes to stdout."""
-    from .output import check_writable
+    from ..fileio import check_output
 
     out = Path(out) if out is not None else None
     output_format = choose_format(output_format, out)
     if out is not None:
-        check_writable(out, force)
+        check_output(out, force)
     if output_format == "table" and out is None and "table" not in result.renderers:
-        from .terminal import print_result
-        print_result(result, console=console)
+        if result.printer is not None:
+            result.printer(console)
+        else:
+            from .terminal import print_result
+            print_result(result, console=console)
         return result.exit_code
     content = render(result, output_format)
     if out is None:
@@ -87,19 +90,18 @@ def emit(result: Result, output_format: str | None = None, out: Path | str | Non
 
 
 def write_output(path: Path, content: str | bytes) -> None:
-    from .output import atomic_path
+    from ..fileio import write_bytes, write_text
 
-    with atomic_path(path) as temporary:
-        if isinstance(content, bytes):
-            temporary.write_bytes(content)
-        else:
-            temporary.write_text(content, encoding="utf-8")
+    if isinstance(content, bytes):
+        write_bytes(path, content)
+    else:
+        write_text(path, content)
 
 
 def write_figure(result: Result, name: str, path: Path | str, force: bool = False) -> Path:
     """One of the result's figures as PNG, SVG or PDF (by suffix), atomically."""
+    from ..fileio import check_output
     from .figures import figure_bytes
-    from .output import check_writable
 
     path = Path(path)
     kind = FIGURE_SUFFIXES.get(path.suffix.lower())
@@ -110,7 +112,7 @@ def write_figure(result: Result, name: str, path: Path | str, force: bool = Fals
     if figure is None:
         raise InputError(str(path), f"this result has no figure {name!r}",
                          f"figures: {', '.join(f.name for f in result.figures) or 'none'}")
-    check_writable(path, force)
+    check_output(path, force)
     write_output(path, figure_bytes(figure.draw(), kind))
     return path
 

@@ -71,10 +71,12 @@ def series_with_difference(x: np.ndarray, series: Mapping[str, np.ndarray], *, t
         top.set_yscale("log")
     for index, y in enumerate(values[1:], start=1):
         colour = SIDE_COLOURS[index % len(SIDE_COLOURS)]
-        middle.plot(x, y - values[0], lw=1.0, color=colour)
+        middle.plot(x, y - values[0], lw=1.0, color=colour, label=f"{labels[index]} − {labels[0]}")
         bottom.plot(x, relative_difference(values[0], y), lw=1.0, color=colour, label=labels[index])
     middle.axhline(0.0, color="black", lw=0.6)
-    middle.set_ylabel(f"difference\n({labels[-1] if len(labels) > 1 else ''} - {labels[0]})", fontsize=8)
+    middle.set_ylabel("difference")
+    if len(labels) > 1:
+        middle.legend(fontsize=7, loc="best")
     if relative_band is not None:
         bottom.fill_between(x, 0, relative_band, color="grey", alpha=0.25, lw=0, label=band_label)
     if threshold is not None:

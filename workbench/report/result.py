@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by whoever builds tables; the checklist's start-up stays free of it
+    import pandas as pd
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Result:
     version: int = 1
     renderers: dict[str, Callable[["Result"], str]] = field(default_factory=dict, repr=False)
     payload: Callable[[], dict] | None = field(default=None, repr=False)   # a command's own JSON body
+    printer: Callable[[Any], None] | None = field(default=None, repr=False)  # its own terminal view (console)
+    terminal_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> columns on a terminal
+                                                                              # (an empty tuple: not shown there)
 
     @property
     def schema(self) -> str:
@@ -48,6 +52,7 @@ class Result:
     @property
     def main_table(self) -> pd.DataFrame:
         if not self.tables:
+            import pandas as pd
             return pd.DataFrame()
         return next(iter(self.tables.values()))
 

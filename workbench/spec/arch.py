@@ -31,6 +31,7 @@ class LogicalTensor:
     shape: tuple[Expr, ...]
     layers: str                  # "all" | "dense" | "moe" (ignored for names without {i})
     order: int                   # position in the hub (output order)
+    tied_to: str | None = None   # may be absent from a checkpoint: then it is this tensor (tied embeddings)
 
     @property
     def name(self) -> str:
@@ -82,6 +83,7 @@ class ArchSpec:
     formats: dict[str, FormatSpec]
     extends: str | None = None
     description: str = ""
+    hf_config: object = None                   # HfConfigSpec of the ``hf_config:`` block (spec/hf_config.py)
 
     # ------------------------------------------------------------------ lookups
     def format(self, name: str) -> FormatSpec:
@@ -104,7 +106,7 @@ class ArchSpec:
         """Every index assignment of the rule's physical name (one per physical tensor)."""
         ranges = self.ranges(rule, params)
         for values in product(*(ranges[v] for v in rule.variables)):
-            yield dict(zip(rule.variables, values))
+            yield dict(zip(rule.variables, values, strict=True))
 
     def groups(self, rule: Rule, params: ModelParams) -> int:
         ranges = self.ranges(rule, params)
@@ -117,7 +119,7 @@ class ArchSpec:
         ranges = self.ranges(rule, params)
         names = []
         for values in product(*(ranges[v] for v in rule.collapsed)):
-            full = {**env, **dict(zip(rule.collapsed, values))}
+            full = {**env, **dict(zip(rule.collapsed, values, strict=True))}
             names += [part.format(full) for part in rule.parts]
         return names
 

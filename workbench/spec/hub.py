@@ -1,7 +1,9 @@
 """The hub: the canonical logical tensor names every format maps to (``converters/_hub.yaml``).
 
 Each entry gives the default shape in parameters and which layers hold it (``dense`` MLP layers,
-``moe`` layers, or ``all``). The hub order is the output order of every conversion plan.
+``moe`` layers, or ``all``), and ``tied_to`` when a checkpoint may leave it out because it is another
+tensor (the output head of a model with tied embeddings is the embedding). The hub order is the
+output order of every conversion plan.
 """
 from __future__ import annotations
 
@@ -32,7 +34,20 @@ def load_hub(path: Path) -> dict[str, LogicalTensor]:
     if not isinstance(entries, dict) or not entries:
         raise InputError(location(path, doc.lines.get("hub"), "hub"), "expected a mapping 'hub:' of logical names",
                          "write hub: {embed: {shape: [vocab, hidden]}, ...}")
-    return {name: _entry(doc, name, value, order) for order, (name, value) in enumerate(entries.items())}
+    hub = {name: _entry(doc, name, value, order) for order, (name, value) in enumerate(entries.items())}
+    for name, tensor in hub.items():
+        _check_tied(doc, hub, name, tensor)
+    return hub
+
+
+def _check_tied(doc: YamlDoc, hub: dict[str, LogicalTensor], name: str, tensor: LogicalTensor) -> None:
+    if tensor.tied_to is None:
+        return
+    where = location(doc.path, doc.lines.get(f"hub.{name}.tied_to"), f"hub.{name}.tied_to")
+    other = hub.get(tensor.tied_to)
+    if other is None or other.shape != tensor.shape or other.template.variables or tensor.template.variables:
+        raise InputError(where, f"tied_to: {tensor.tied_to!r} must name a hub tensor of the same shape, both "
+                         "without indices", "name the tensor this one shares its weights with (lm_head: embed)")
 
 
 def _entry(doc: YamlDoc, name: str, value: object, order: int) -> LogicalTensor:
@@ -41,9 +56,9 @@ def _entry(doc: YamlDoc, name: str, value: object, order: int) -> LogicalTensor:
     if not isinstance(value, dict) or "shape" not in value:
         raise InputError(where, f"expected {{shape: [...], layers: all|dense|moe}}, found {value!r}",
                          "give the tensor's shape in parameters")
-    unknown = sorted(set(value) - {"shape", "layers", "note"})
+    unknown = sorted(set(value) - {"shape", "layers", "note", "tied_to"})
     if unknown:
-        raise InputError(where, f"unknown field(s) {', '.join(unknown)}", "use shape, layers, note")
+        raise InputError(where, f"unknown field(s) {', '.join(unknown)}", "use shape, layers, note, tied_to")
     try:
         template = Template.parse(name)
     except TemplateError as error:
@@ -51,7 +66,10 @@ def _entry(doc: YamlDoc, name: str, value: object, order: int) -> LogicalTensor:
     layers = value.get("layers", "all")
     if layers not in LAYER_SETS:
         raise InputError(where, f"layers: {layers!r} is not one of {', '.join(LAYER_SETS)}", "fix 'layers'")
-    return LogicalTensor(template, parse_shape(value["shape"], where), layers, order)
+    tied_to = value.get("tied_to")
+    if tied_to is not None and not isinstance(tied_to, str):
+        raise InputError(where, f"tied_to must be a hub name, found {tied_to!r}", "write tied_to: embed")
+    return LogicalTensor(template, parse_shape(value["shape"], where), layers, order, tied_to)
 
 
 def parse_shape(value: object, where: str, known: frozenset[str] = PARAM_NAMES) -> tuple:

@@ -69,7 +69,10 @@ def _given(given: Mapping[str, int], arch: ArchSpec) -> dict[str, int]:
     if unknown:
         raise InputError("given parameters", f"unknown parameter(s) {', '.join(unknown)}",
                          f"use {', '.join(sorted(PARAM_NAMES))}")
-    return {name: int(value) for name, value in given.items() if name in arch.params and value is not None}
+    from ..input_files import expect_count
+
+    return {name: expect_count(value, "given parameters", name, fix=f"give {name} as a whole number")
+            for name, value in given.items() if name in arch.params and value is not None}
 
 
 def _counts(resolution: Resolution, arch: ArchSpec) -> dict[str, int]:
@@ -104,7 +107,7 @@ def _equations(metas: Mapping[str, TensorMeta], resolution: Resolution, arch: Ar
         if len(expected) != len(actual):
             raise InputError(name, f"shape {list(actual)} has {len(actual)} dims, {rule.describe()} expects "
                              f"{len(expected)}: [{', '.join(map(str, expected))}]", "check the arch and format")
-        for axis, (dim, value) in enumerate(zip(expected, actual)):
+        for axis, (dim, value) in enumerate(zip(expected, actual, strict=True)):
             expr = Expr.const(dim) if isinstance(dim, int) else dim
             equations.append(Equation(expr, int(value), name, axis, rule))
     return equations

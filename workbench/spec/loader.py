@@ -18,6 +18,7 @@ Schema (one file per architecture)::
         note: text                   # optional
         ignore: ["*._extra_state"]   # optional: physical names never read
         layers.{i}.attn.[q,k,v]: {name: model.layers.{i}.attention.w_qkv.weight, transform: grouped_qkv}
+    hf_config: {model_type: llama, ...}  # optional: the HF config.json of this arch (schema: spec/hf_config.py)
 
 A rule value is a name or ``{name, transform (name or list), alt (list), args {arg: expr}, reshape [exprs]}``.
 YAML note: a name with ``{i}`` inside a flow collection (``{name: ...}``, ``[...]``) must be quoted.
@@ -26,19 +27,22 @@ rule that shares a logical part. Every format must then map every logical name e
 """
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, location
+from ..input_files import input_stat
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
 from .arch import ArchSpec, FormatSpec, LogicalTensor
+from .hf_config import check_sizes, parse_block
 from .hub import HUB_FILE, load_hub, parse_shape
 from .model_params import PARAM_NAMES
 from .rules import parse_rule, validate_format
 
-TOP_KEYS = {"arch", "description", "extends", "drop", "drop_formats", "params", "logical", "formats"}
+TOP_KEYS = {"arch", "description", "extends", "drop", "drop_formats", "params", "logical", "formats", "hf_config"}
 FORMAT_KEYS = {"extends", "variant_of", "note", "ignore"}
 _ARCH_LINE = re.compile(r"^arch:", re.MULTILINE)      # other files here (megatron_parallel.yaml) are not arch specs
 
@@ -49,17 +53,19 @@ def converters_dir(folder: Path | str | None = None) -> Path:
 
 def available_archs(folder: Path | str | None = None) -> list[str]:
     """Names of the architecture specs: ``converters/*.yaml`` with a top-level ``arch:`` (not ``_hub.yaml``)."""
-    return sorted(p.stem for p in converters_dir(folder).glob("*.yaml")
-                  if not p.name.startswith("_") and _ARCH_LINE.search(p.read_text(encoding="utf-8", errors="replace")))
+    return sorted(p.stem for p in converters_dir(folder).glob("*.yaml")       # is_file: a FIFO here is not read
+                  if not p.name.startswith("_") and p.is_file()
+                  and _ARCH_LINE.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
 def load_arch(name: str, folder: Path | str | None = None) -> ArchSpec:
     """The validated spec of architecture ``name`` (cached per file)."""
     base = converters_dir(folder)
     path = base / f"{name}.yaml"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise InputError(str(path), f"no converter spec for arch '{name}'",
                          f"use one of {', '.join(available_archs(base))} or write converters/{name}.yaml")
+    input_stat(path, regular=True)          # a looping symlink or a FIFO is named, not "no spec"
     return _load(path.resolve(), path.stat().st_mtime_ns, ())
 
 
@@ -88,6 +94,9 @@ def _load(path: Path, mtime: int, chain: tuple[str, ...]) -> ArchSpec:
         raise InputError(_where(doc, "params"), f"the logical names need parameter(s) {', '.join(undeclared)}",
                          f"add {', '.join(undeclared)} to params")
     spec.params = tuple(name for name in spec.params if name in used)
+    spec.hf_config = parse_block(doc, spec.hf_config)
+    if spec.hf_config is not None:
+        check_sizes(spec.hf_config, spec.params)
     return spec
 
 
@@ -137,12 +146,13 @@ def _start(doc: YamlDoc, data: dict, chain: tuple[str, ...], path: Path) -> Arch
         raise InputError(_where(doc, "extends"), f"extends cycle: {' -> '.join(chain + (path.stem, parent_name))}",
                          "remove the cycle")
     parent_path = path.parent / f"{parent_name}.yaml"
-    if not parent_path.is_file():
+    if not os.path.lexists(parent_path):
         raise InputError(_where(doc, "extends"), f"extends unknown arch '{parent_name}'",
                          f"use one of {', '.join(available_archs(path.parent))}")
+    input_stat(parent_path, regular=True)
     parent = _load(parent_path.resolve(), parent_path.stat().st_mtime_ns, chain + (path.stem,))
     return ArchSpec(path.stem, path, parent.params, dict(parent.logical), dict(parent.formats), parent_name,
-                    description or parent.description)
+                    description or parent.description, parent.hf_config)
 
 
 def _drop(doc: YamlDoc, data: dict, spec: ArchSpec) -> None:
@@ -192,7 +202,7 @@ def _add_logical(doc: YamlDoc, data: dict, spec: ArchSpec, hub: dict[str, Logica
             raise InputError(where, f"logical name {name!r} is unknown to the hub ({HUB_FILE})",
                              "use a hub name (see converters/_hub.yaml) or add it there")
         entry = hub[name]
-        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order)
+        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order, entry.tied_to)
         missing = sorted(set().union(*(d.variables() for d in tensor.shape)) - known)
         if missing:
             raise InputError(where, f"shape of '{name}' uses parameter(s) {', '.join(missing)} not in params",

@@ -69,7 +69,12 @@ class ModelParams:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown model parameter(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return ModelParams(**{name: int(value) for name, value in values.items()})
+        bad = sorted(name for name, value in values.items()
+                     if isinstance(value, bool) or not isinstance(value, int) or value < 0)
+        if bad:
+            raise ValueError(f"model parameter(s) {', '.join(f'{n}={values[n]!r}' for n in bad)} "
+                             "must be whole numbers >= 0")
+        return ModelParams(**values)
 
     def dense_layers(self) -> range:
         """Layers with a dense MLP: all without experts, else the first ``first_dense_layers``."""

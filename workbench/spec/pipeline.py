@@ -71,7 +71,7 @@ class Pipeline:
                 raise ValueError(f"cannot view {array.shape} as {unshaped}")
             array = array.reshape(unshaped)
         state = [[array]]
-        for step, shapes_in in zip(reversed(self.steps), reversed(trace[:-1])):
+        for step, shapes_in in zip(reversed(self.steps), reversed(trace[:-1]), strict=True):
             if step.collapses:
                 state = [[piece] for piece in step.split_groups(state[0][0])]
             else:

@@ -69,6 +69,7 @@ class Plan:
     steps: list[Step]
     unmapped: list[str] = field(default_factory=list)    # source names no rule maps (allow_unmapped)
     unused: list[str] = field(default_factory=list)      # source names the format ignores (``_extra_state``)
+    tied: list[str] = field(default_factory=list)        # logical names the source leaves tied (``lm_head``)
 
     @property
     def targets(self) -> list[TensorMeta]:
@@ -89,6 +90,8 @@ def build_plan(source_metas: Mapping[str, TensorMeta], source_format: str, targe
                          f" for {params.num_layers} layers: {_some(unmapped)}",
                          "pick the right arch/format, fix num_layers, or allow unmapped tensors (they are skipped)")
     absent = missing(resolution, arch, params)
+    tied = tied_names(absent, arch, resolution)
+    absent = [(rule, name) for rule, name in absent if not {p.text for p in rule.parts} <= tied]
     if absent:
         rule, name = absent[0]
         raise InputError(name, f"{len(absent)} tensor(s) of {arch.name}/{source_format} are missing: "
@@ -99,9 +102,25 @@ def build_plan(source_metas: Mapping[str, TensorMeta], source_format: str, targe
     sources = _check_sources(source_metas, resolution, arch, params, skip)
     target_params = params.with_values(vocab=pad_vocab_to) if pad_vocab_to else params
     context = PlanContext(arch, source_format, target_format, params, target_params, sources)
-    steps = _steps(context, _logical_index(context), target_dtype, pad_vocab_to is not None)
+    steps = _steps(context, _logical_index(context), target_dtype, pad_vocab_to is not None, tied)
     return Plan(arch.name, source_format, target_format, params, target_params, steps, unmapped,
-                list(resolution.ignored))
+                list(resolution.ignored), sorted(tied))
+
+
+def tied_names(absent: list[tuple[Rule, str]], arch: ArchSpec, resolution) -> set[str]:
+    """Logical names absent from the source because they are tied (``tied_to`` in the hub): every
+    tensor of their rule is absent and the tensor they are tied to is present."""
+    present = {part.text for match in resolution.matches.values() for part in match.rule.parts}
+    absent_rules = {id(rule): rule for rule, _ in absent}
+    tied = set()
+    for rule in absent_rules.values():
+        parts = [arch.tensor(part) for part in rule.parts]
+        if any(match.rule is rule for match in resolution.matches.values()):
+            continue
+        if all(t.tied_to is not None and t.tied_to in present and t.tied_to in arch.logical
+               and arch.logical[t.tied_to].shape == t.shape for t in parts):
+            tied |= {t.name for t in parts}
+    return tied
 
 
 def _check_pad_vocab(pad_vocab_to: int | None, params: ModelParams) -> None:
@@ -152,12 +171,18 @@ def _logical_index(context: PlanContext) -> dict[str, tuple[str, int]]:
 
 
 def _steps(context: PlanContext, index: dict[str, tuple[str, int]], target_dtype: str | None,
-           resize: bool) -> list[Step]:
+           resize: bool, tied: set[str]) -> list[Step]:
     arch, params = context.arch, context.target_params
     vocab_rows = {name for name, t in arch.logical.items() if t.shape[0] == Expr.var("vocab")}
     first_layer = min((t.order for t in arch.logical.values() if "i" in t.template.variables), default=0)
     keyed, names = [], set()
     for rule in arch.format(context.target_format).rules:
+        tied_parts = {part.text for part in rule.parts} & tied
+        if tied_parts:
+            if len(tied_parts) < len(rule.parts):
+                raise InputError(rule.where, f"{rule.describe()} holds tied {', '.join(sorted(tied_parts))} with "
+                                 "other tensors", "the source must carry the tied tensor explicitly")
+            continue                      # tied in the source: tied in the target (no tensor written)
         shape = arch.physical_shape(rule, params)
         rows = {part.text for part in rule.parts} & vocab_rows
         order = arch.tensor(rule.parts[0]).order

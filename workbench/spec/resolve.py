@@ -84,7 +84,7 @@ def resolve_names(names: Iterable[str], arch: ArchSpec, fmt: str, *,
     result = Resolution(arch.name, fmt)
     seen: dict[tuple, str] = {}
     names = list(names)
-    for name, skeleton in zip(names, skeletons if skeletons is not None else map(skeleton_of, names)):
+    for name, skeleton in zip(names, skeletons if skeletons is not None else map(skeleton_of, names), strict=True):
         found = [(t, r, a, env) for t, r, a in index.get(skeleton, ()) if (env := t.match(name)) is not None]
         if len(found) > 1:
             raise InputError(found[0][1].where, f"'{name}' matches several rules of format {fmt}: "

@@ -7,6 +7,7 @@ dtype cast needs to know (see :func:`cast`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
@@ -28,11 +29,14 @@ class TensorMeta:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * ITEM_SIZE[self.dtype]
+        return math.prod(int(dim) for dim in self.shape) * ITEM_SIZE[self.dtype]   # Python ints: never wraps
 
 
 class TensorSource(Protocol):
-    """A checkpoint opened for reading: metadata from headers, one tensor at a time on demand."""
+    """A checkpoint opened for reading: metadata from headers, one tensor at a time on demand.
+
+    Every implementation derives from :class:`SourceBase`, so it is a context manager.
+    """
 
     path: Path
 
@@ -43,6 +47,23 @@ class TensorSource(Protocol):
         """One tensor (memory-mapped where the format allows), in its STORAGE dtype."""
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> "TensorSource": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class SourceBase:
+    """What every reader inherits: ``with open_source(path) as source:`` closes its mmaps and files."""
+
+    def close(self) -> None:
+        """Release memory maps and file handles; the base holds none."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class TensorSink(Protocol):

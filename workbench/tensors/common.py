@@ -3,22 +3,22 @@ the ordered-arrival contract of every :class:`~workbench.tensors.base.TensorSink
 
 A sink knows every tensor (name, shape, dtype) before the first byte arrives, so it can write
 headers first and stream each tensor's bytes straight from the caller's buffer. Output goes
-to ``.<name>.*.part`` files beside the target (the convention of
-:func:`workbench.report.output.atomic_path`) and is renamed into place by ``finish``; any
+to ``.<name>.*.part`` files beside the target (:class:`workbench.fileio.AtomicFile`; a
+device or FIFO is written into directly) and is renamed into place by ``finish``; any
 error inside ``write`` or ``finish`` discards the partial files before it propagates.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import AtomicFile, from_writing, os_error
 from .base import STORAGE, TensorMeta
 from .bytecopy import FileSpan, copy_span
+from .sizes import numel
 
 
 # ----------------------------------------------------------------------------- reading
@@ -26,15 +26,11 @@ from .bytecopy import FileSpan, copy_span
 def mapped_array(path: Path, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A read-only ``np.memmap`` of exactly ``shape`` x ``dtype`` bytes at ``offset`` of ``path``."""
     storage = STORAGE[dtype]
-    count = int(np.prod(shape, dtype=np.int64))
+    count = numel(shape)
     if count == 0:                      # mmap cannot map zero bytes
         return np.empty(shape, dtype=storage)
     view = np.memmap(path, dtype=storage, mode="r", offset=offset, shape=(count,))
     return view.reshape(shape)
-
-
-def numel(shape: Iterable[int]) -> int:
-    return int(np.prod(tuple(shape), dtype=np.int64))
 
 
 def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputError:
@@ -47,32 +43,36 @@ def missing_tensor(where: Path | str, name: str, known: Iterable[str]) -> InputE
     return InputError(str(where), f"no tensor named {name!r}", hint)
 
 
+UNSUPPORTED = "is not supported"
+"""The words every reader's ``skipped`` reason uses for a dtype it cannot convert."""
+
+
+def unsupported_dtype(code: str, supported: Iterable[str]) -> str:
+    """The one wording for a dtype no reader converts (kept in ``skipped``; named when conversion fails)."""
+    return f"dtype {code} {UNSUPPORTED}; supported: {', '.join(supported)}"
+
+
+def explain_skipped_dtype(source, error: InputError) -> InputError:
+    """``error``, or the error naming a tensor ``source`` skipped for its dtype when that explains it.
+
+    It does when ``error`` names that tensor as missing, or when no spec fits the names that remain.
+    """
+    reasons = {name: reason for name, reason in (getattr(source, "skipped", None) or {}).items()
+               if UNSUPPORTED in reason}
+    name = error.where if error.where in reasons else next(iter(reasons), None)
+    if name is None or (name != error.where and not error.where.endswith("tensor names")):
+        return error
+    return InputError(f"{source.path} [{name}]", reasons[name],
+                      "convert those tensors to a supported dtype first (or pass --allow-unmapped to leave them out)")
+
+
 # ----------------------------------------------------------------------------- writing
 
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows (os.umask is process-global)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
-class PartialFile:
-    """A temporary file beside ``target``, renamed over it by :meth:`commit`."""
+class PartialFile(AtomicFile):
+    """A binary :class:`~workbench.fileio.AtomicFile` beside ``target`` that takes numpy arrays."""
 
     def __init__(self, target: Path):
-        self.target = Path(target)
-        if not self.target.parent.is_dir():
-            raise InputError(str(self.target), f"folder {self.target.parent} does not exist", "create it first")
-        handle, temporary = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=self.target.parent)
-        self.temporary = Path(temporary)
-        self.handle = os.fdopen(handle, "wb")
+        super().__init__(target)
 
     def write_array(self, array: np.ndarray | FileSpan) -> None:
         """The array's bytes in C order, without a copy when it is already contiguous (a span: copied file to file)."""
@@ -81,21 +81,6 @@ class PartialFile:
             return
         flat = np.ascontiguousarray(array).reshape(-1)
         self.handle.write(flat.view(np.uint8).data if flat.size else b"")
-
-    def close(self) -> None:
-        if not self.handle.closed:
-            self.handle.close()
-
-    def commit(self) -> Path:
-        self.close()
-        os.chmod(self.temporary, 0o666 & ~_umask())
-        os.replace(self.temporary, self.target)
-        return self.target
-
-    def discard(self) -> None:
-        self.close()
-        if self.temporary.exists():
-            self.temporary.unlink()
 
 
 class StreamingSink:
@@ -124,6 +109,11 @@ class StreamingSink:
         try:
             meta = self._expect(name, array)
             self._emit(meta, array)
+        except OSError as error:            # disk full, ... while streaming into a partial file
+            self.abort()
+            if from_writing(error):
+                raise os_error(self.path, error) from None
+            raise
         except BaseException:
             self.abort()
             raise

@@ -16,6 +16,8 @@
 Rank files are opened with ``torch.load(mmap=True, weights_only=True)``: ``argparse.Namespace``
 is allow-listed, and Megatron/MindSpeed classes inside ``args`` (enums such as
 ``AttnBackend``) are replaced by inert :class:`MegatronObject` stand-ins, never imported.
+The tracker file and ``args`` values are read through :mod:`.megatron_files` (one tracker reader,
+typed values naming the key).
 Virtual pipeline checkpoints (``model0``, ``model1``, ..) are not supported.
 """
 from __future__ import annotations
@@ -29,17 +31,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .base import TensorMeta
+from .base import SourceBase, TensorMeta
 from .common import missing_tensor
+from .megatron_files import TRACKER_FILE, arg, read_tracker
 from .megatron_rules import ParallelRule, megatron_parallel_rules, merge, merged_shape, rule_for
-from .torch_io import dtype_name, flatten, load_torch_file, split_tensors, tensor_to_numpy
+from .torch_io import dtype_name, flatten, load_torch_file, refused_global, split_tensors, tensor_to_numpy
 
 CHECKPOINT_FILE = "model_optim_rng.pt"
-TRACKER_FILE = "latest_checkpointed_iteration.txt"
 _RANK_DIR = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?(?:_(\d{3}))?$")
 _LAYER = re.compile(r"^(.*?\blayers\.)(\d+)(\..+)$")
 _EXPERT = re.compile(r"^(.*\.local_experts\.)(\d+)(\..+)$|^(.*\.experts\.linear_fc[12]\.weight)(\d+)()$")
-_FOREIGN = re.compile(r"GLOBAL ([\w.]+) was not an allowed global")
 _STAND_IN_MODULES = ("megatron.", "mindspeed.", "mindspeed_llm.", "modellink.", "transformer_engine.")
 
 
@@ -68,10 +69,9 @@ def load_rank_file(path: Path) -> dict:
             payload = load_torch_file(path, allowed)
             break
         except InputError as error:
-            match = _FOREIGN.search(error.problem)
-            if not match or not match.group(1).startswith(_STAND_IN_MODULES) or len(allowed) > 64:
+            name = refused_global(error.problem)
+            if not name or not name.startswith(_STAND_IN_MODULES) or len(allowed) > 64:
                 raise
-            name = match.group(1)
             allowed.append((type(name.rsplit(".", 1)[-1], (MegatronObject,), {"qualified_name": name}), name))
     if not isinstance(payload, dict):
         raise InputError(str(path), f"holds a {type(payload).__name__}, not a Megatron checkpoint dict",
@@ -94,23 +94,30 @@ def _model_of(payload: dict, path: Path) -> dict:
         if "model0" in payload:
             raise InputError(str(path), "virtual pipeline checkpoint (model0, model1, ..) is not supported",
                              "re-save without --num-layers-per-virtual-pipeline-stage, or convert with Megatron")
-        raise InputError(str(path), f"no 'model' entry (keys: {sorted(payload)[:8]})", "pass a Megatron checkpoint")
-    return payload["model"]
+        raise InputError(str(path), f"no 'model' entry (keys: {sorted(map(str, payload))[:8]})",
+                         "pass a Megatron checkpoint")
+    model = payload["model"]
+    if not isinstance(model, dict):
+        raise InputError(f"{path} [model]", f"expected a state dict of tensors, found {type(model).__name__}",
+                         "the rank file is damaged: pass a model_optim_rng.pt written by Megatron")
+    return model
+
+
+def _args_of(payload: dict, path: Path) -> argparse.Namespace | None:
+    args = payload.get("args")
+    if args is not None and not isinstance(args, argparse.Namespace):
+        raise InputError(f"{path} [args]", f"expected an argparse.Namespace, found {type(args).__name__}",
+                         "the rank file is damaged: pass a model_optim_rng.pt written by Megatron")
+    return args
 
 
 # ----------------------------------------------------------------------------- finding the rank files
 
 def iteration_dir(root: Path) -> Path:
     """The folder that holds the ``mp_rank_*`` folders for ``root`` (a save root or an ``iter_*``)."""
-    tracker = root / TRACKER_FILE
-    if tracker.is_file():
-        text = tracker.read_text().strip()
-        if text == "release":
-            return root / "release"
-        if not text.isdigit():
-            raise InputError(str(tracker), f"expected an iteration number or 'release', found {text!r}",
-                             "fix the tracker file or pass the iter_* folder")
-        return root / f"iter_{int(text):07d}"
+    tracked = read_tracker(root)
+    if tracked is not None:
+        return root / tracked.folder
     if any(_RANK_DIR.match(child.name) for child in root.iterdir()):
         return root
     raise InputError(str(root), f"not a Megatron legacy checkpoint: no {TRACKER_FILE} and no mp_rank_* folders",
@@ -134,20 +141,20 @@ def rank_files(path: Path) -> list[tuple[Path, tuple]]:
     return found
 
 
-def _ranks(digits: tuple, args: Any) -> tuple[int, int, int]:
+def _ranks(digits: tuple, args: Any, where: str) -> tuple[int, int, int]:
     """(tp, pp, ep) from the folder digits; ``mp_rank_TT_XXX`` is pp unless only experts are parallel."""
     if len(digits) <= 1:
         return (digits[0] if digits else 0), 0, 0
     if len(digits) == 3:
         return digits
-    pipeline = int(getattr(args, "pipeline_model_parallel_size", 0) or 0)
-    experts = int(getattr(args, "expert_model_parallel_size", 1) or 1)
+    pipeline = arg(args, "pipeline_model_parallel_size", int, 0, where)
+    experts = arg(args, "expert_model_parallel_size", int, 1, where) or 1
     return (digits[0], 0, digits[1]) if pipeline <= 1 and experts > 1 else (digits[0], digits[1], 0)
 
 
 # ----------------------------------------------------------------------------- the merged view
 
-class MegatronLegacySource:
+class MegatronLegacySource(SourceBase):
     """Every rank file of one iteration as one state dict with global Megatron names.
 
     ``swiglu`` overrides the checkpoint's ``args.swiglu`` (needed when ``args`` is absent);
@@ -159,10 +166,13 @@ class MegatronLegacySource:
         self.rules = rules if rules is not None else megatron_parallel_rules()
         found = rank_files(self.path)
         payloads = [load_rank_file(file) for file, _ in found]
-        self.args = self._args(payloads[0].get("args"), swiglu)
+        self._args_where = str(found[0][0])
+        self.args = self._args(_args_of(payloads[0], found[0][0]), swiglu)
         self.iteration = payloads[0].get("iteration")
-        self.files = [self._rank_file(file, digits, payload) for (file, digits), payload in zip(found, payloads)]
+        self.files = [self._rank_file(file, digits, payload) for (file, digits), payload in zip(found, payloads, strict=True)]
         self.tensor_parallel = 1 + max(rank.tp for rank in self.files)
+        for flag in {name for rule in self.rules for name in (rule.when, rule.unless) if name}:
+            self._arg(flag, bool, False)                  # a damaged flag is named here, with the file
         self._check_single_file(found)
         self._check_grid()
         self.skipped: dict[str, str] = {}
@@ -172,6 +182,9 @@ class MegatronLegacySource:
         self._index()
 
     # -- construction
+    def _arg(self, key: str, kind: type, default: Any) -> Any:
+        return arg(self.args, key, kind, default, self._args_where)
+
     @staticmethod
     def _args(args: Any, swiglu: bool | None) -> Any:
         if swiglu is None:
@@ -179,12 +192,12 @@ class MegatronLegacySource:
         return argparse.Namespace(**{**(vars(args) if args is not None else {}), "swiglu": swiglu})
 
     def _rank_file(self, file: Path, digits: tuple, payload: dict) -> RankFile:
-        tp, pp, ep = _ranks(digits, self.args)
+        tp, pp, ep = _ranks(digits, self.args, self._args_where)
         tensors, skipped = split_tensors(flatten(_model_of(payload, file)), file)
         return RankFile(file, tp, pp, ep, tensors, skipped)
 
     def _check_single_file(self, found: list) -> None:
-        ranks = [int(getattr(self.args, key, 1) or 1) for key in
+        ranks = [self._arg(key, int, 1) or 1 for key in
                  ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size")]
         if found[0][1] == () and np.prod(ranks) > 1:
             raise InputError(str(self.path), f"one rank file of a tp/pp/ep = {ranks[0]}/{ranks[1]}/{ranks[2]} "
@@ -198,7 +211,7 @@ class MegatronLegacySource:
         if missing:
             raise InputError(str(self.path), f"rank files missing for (tp, pp, ep) {missing[:4]}",
                              "copy every mp_rank_* folder of the iteration")
-        expected = int(getattr(self.args, "tensor_model_parallel_size", 0) or sizes[0])
+        expected = self._arg("tensor_model_parallel_size", int, 0) or sizes[0]
         if expected != sizes[0]:
             raise InputError(str(self.path), f"args say tensor_model_parallel_size {expected}, found {sizes[0]} "
                              "tensor-parallel rank folders", "copy every mp_rank_* folder of the iteration")
@@ -213,14 +226,14 @@ class MegatronLegacySource:
                 raise InputError(str(first.path), f"local layer indices are not 0..n-1: {sorted(layers)}",
                                  "virtual pipeline or a damaged rank file")
             offsets[stage], total = total, total + len(layers)
-        expected = getattr(self.args, "num_layers", None)
+        expected = self._arg("num_layers", int, None)
         if expected and total != expected:
             raise InputError(str(self.path), f"found {total} layers in the pipeline stages, args say {expected}",
                              "copy every pipeline stage's rank folders")
         return offsets
 
     def _expert_tp(self) -> int:
-        expert_tp = int(getattr(self.args, "expert_tensor_parallel_size", 0) or self.tensor_parallel)
+        expert_tp = self._arg("expert_tensor_parallel_size", int, 0) or self.tensor_parallel
         if expert_tp not in (1, self.tensor_parallel):
             raise InputError(str(self.path), f"expert_tensor_parallel_size {expert_tp} differs from "
                              f"tensor_model_parallel_size {self.tensor_parallel}",

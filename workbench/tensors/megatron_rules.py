@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..yamlio import load_yaml
+from .megatron_files import arg
 
 RULES = ("column", "row", "gate_up", "replicated", "skip", "unsupported")
 RULES_FILE = "megatron_parallel.yaml"
@@ -47,7 +48,7 @@ def _flag(args: Any, name: str, rule: ParallelRule) -> bool:
     if args is None:
         raise InputError(rule.where, f"rule depends on Megatron argument {name!r} but the checkpoint has no args",
                          f"pass {name}=True/False to the reader")
-    return bool(getattr(args, name, False))
+    return arg(args, name, bool, False, "the checkpoint's args")
 
 
 def megatron_parallel_rules(path: Path | str | None = None) -> list[ParallelRule]:

@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from .base import ITEM_SIZE, STORAGE, TensorMeta
+from ..input_files import input_stat
+from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
 from .bytecopy import FileSpan, byte_view
-from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel
+from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel, unsupported_dtype
+from .sizes import check_shape
 
 TYPE_NAMES = {"fp64": "Float64", "fp32": "Float32", "fp16": "Float16", "bf16": "BFloat16", "int64": "Int64",
               "int32": "Int32", "int16": "Int16", "int8": "Int8", "uint8": "UInt8", "bool": "Bool"}
@@ -143,15 +145,20 @@ class _Cursor:
             yield key >> 3, key & 7
 
 
+def _int64(value: int) -> int:
+    """A varint read as protobuf's signed int64 (a negative dim is stored as 2**64 - |dim|)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _parse_tensor(cursor: _Cursor, record: dict) -> None:
     for field, wire in cursor.fields():
         if field == 1 and wire == _VARINT:
-            record["dims"].append(cursor.varint())
+            record["dims"].append(_int64(cursor.varint()))
         elif field == 1 and wire == _BYTES:                 # packed dims
             start, length = cursor.span()
             packed = _Cursor(cursor.handle, cursor.path, start, start + length)
             while packed.position < packed.end:
-                record["dims"].append(packed.varint())
+                record["dims"].append(_int64(packed.varint()))
         elif field == 2 and wire == _BYTES:
             record["type"] = cursor.text()
         elif field == 3 and wire == _BYTES:
@@ -207,7 +214,7 @@ def _merge_slices(path: Path, records: list[dict]) -> list[dict]:
     return merged
 
 
-class MindSporeCkptSource:
+class MindSporeCkptSource(SourceBase):
     """A MindSpore ``.ckpt`` read lazily: records indexed once, tensor bytes memory-mapped.
 
     Entries that are not tensors of a supported dtype (``append_dict`` strings, map tensors,
@@ -216,9 +223,7 @@ class MindSporeCkptSource:
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        if not self.path.is_file():
-            raise InputError(str(self.path), "file not found", "check the path")
-        if self.path.stat().st_size == 0:
+        if input_stat(self.path, regular=True).st_size == 0:     # mmap needs a regular file
             raise InputError(str(self.path), "empty file", _FIX)
         self._metas: dict[str, TensorMeta] = {}
         self._parts: dict[str, list[tuple[int, int]]] = {}
@@ -231,12 +236,13 @@ class MindSporeCkptSource:
         where = f"{self.path} [{tag}]"
         if tag in self._metas or tag in self.skipped:
             raise InputError(where, "tag appears twice, not as consecutive slices", _FIX)
+        dims = check_shape(record["dims"], where, "dims")
         if record["map"] or type_name not in DTYPES:
-            self.skipped[tag] = "map tensor" if record["map"] else f"tensor_type {type_name!r} is not a weight dtype"
+            self.skipped[tag] = ("map tensor" if record["map"] else "tensor_type 'str' is not a weight dtype"
+                                 if type_name == "str" else unsupported_dtype(type_name, DTYPES))
             return
         dtype = DTYPES[type_name]
         stored = sum(length for _, length in record["parts"])
-        dims = tuple(record["dims"])
         if dims == (0,) and stored == ITEM_SIZE[dtype]:          # load_checkpoint: dims [0] means a scalar
             dims = ()
         meta = TensorMeta(tag, dims, dtype)

@@ -15,9 +15,11 @@ Writers (:func:`open_sink`): ``.ckpt`` (MindSpore), ``.safetensors`` (one file),
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..input_files import input_stat
 from .base import TensorMeta, TensorSink, TensorSource
 
 DEFAULT_SHARD_BYTES = 5 * 1000 ** 3          # Hugging Face's default max_shard_size "5GB"
@@ -29,9 +31,10 @@ _LOOKED_FOR = ("model.safetensors[.index.json], pytorch_model.bin[.index.json], 
 def open_source(path: Path | str) -> TensorSource:
     """The lazy reader for ``path``, chosen from its name and contents (never from its size)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(str(path), "not found", "check the path")
-    return _open_folder(path) if path.is_dir() else _open_file(path)
+    if path.is_dir():
+        return _open_folder(path)
+    input_stat(path, regular=True)        # missing, looping symlink, FIFO: each named, never "not found"
+    return _open_file(path)
 
 
 def _open_file(path: Path) -> TensorSource:
@@ -78,14 +81,13 @@ def _open_folder(path: Path) -> TensorSource:
     if is_torch_dist(path):
         from .torch_dist import TorchDistSource
         return TorchDistSource(path)
-    if (path / TRACKER_FILE).is_file() or any(child.name.startswith("mp_rank_") for child in path.iterdir()):
+    if os.path.lexists(path / TRACKER_FILE) or any(child.name.startswith("mp_rank_") for child in path.iterdir()):
         from .megatron_legacy import MegatronLegacySource
         return MegatronLegacySource(path)
-    if (path / "model.safetensors.index.json").is_file() or (path / "model.safetensors").is_file() \
-            or any(path.glob("*.safetensors")):
+    if _present(path, "model.safetensors.index.json", "model.safetensors") or any(path.glob("*.safetensors")):
         from .safetensors_io import SafetensorsSource
         return SafetensorsSource(path)
-    if (path / "pytorch_model.bin.index.json").is_file() or (path / "pytorch_model.bin").is_file():
+    if _present(path, "pytorch_model.bin.index.json", "pytorch_model.bin"):
         from .torch_io import TorchFileSource
         return TorchFileSource(path)
     checkpoints = sorted(path.glob("*.ckpt"))
@@ -94,6 +96,11 @@ def _open_folder(path: Path) -> TensorSource:
         return MindSporeCkptSource(checkpoints[0])
     problem = f"{len(checkpoints)} .ckpt files: ambiguous" if checkpoints else "no checkpoint found in this folder"
     raise InputError(str(path), problem, f"pass the file itself; looked for {_LOOKED_FOR}")
+
+
+def _present(folder: Path, *names: str) -> bool:
+    """Any of ``names`` in ``folder``, even a FIFO or a broken link (its reader then says what is wrong)."""
+    return any(os.path.lexists(folder / name) for name in names)
 
 
 def sink_format(path: Path, fmt: str | None) -> str:

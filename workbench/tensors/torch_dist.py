@@ -19,25 +19,28 @@ which this reader unstacks into ``decoder.layers.{i}.self_attention.linear_qkv.w
 ``decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc1.weight``. ``read`` asks torch's
 ``FileSystemReader`` for exactly the chunks overlapping that layer (and expert), so memory
 follows one layer's tensor. No process group is needed. ``.metadata`` is a plain pickle: it
-is loaded by :class:`_MetadataUnpickler`, which allows only the checkpoint metadata classes.
+is loaded by :class:`_MetadataUnpickler` (:mod:`workbench.safe_pickle`), which allows only the
+checkpoint metadata classes, by (module, name), never a dotted name.
 Optimizer state (``optimizer.*``), RNG state and byte objects (``_extra_state``) are skipped.
 """
 from __future__ import annotations
 
-import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import safe_pickle
 from ..errors import InputError
-from .base import TensorMeta
+from ..safe_pickle import SafeUnpickler, read_limited
+from .base import SourceBase, TensorMeta
 from .common import missing_tensor, numel
+from .megatron_files import read_tracker
+from .sizes import check_shape
 from .torch_io import dtype_name, tensor_to_numpy
 
 METADATA_FILE = ".metadata"
-TRACKER_FILE = "latest_checkpointed_iteration.txt"
 _STACKED = re.compile(r"^((?:.*\.)?(?:decoder|encoder)\.layers\.)(?!\d)(.+)$")
 _EXPERTS = re.compile(r"^(.*\.experts\.)experts\.(?!\d)(.+)$")
 _SINGLETON_EXPERT = re.compile(r"^(.*\.experts\.)experts\.(\d+\..+)$")
@@ -45,51 +48,64 @@ _SKIPPED_PREFIXES = ("optimizer.", "rng_state", "rerun_state_machine_state")
 _FIX = "the checkpoint is damaged or not a torch_dist checkpoint: pass the iter_* folder Megatron wrote"
 
 
-class _MetadataUnpickler(pickle.Unpickler):
+_DCP = "torch.distributed.checkpoint"
+_METADATA_CLASSES = frozenset(
+    [(f"{_DCP}.metadata", name) for name in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata",
+                                             "ChunkStorageMetadata", "TensorProperties", "MetadataIndex",
+                                             "StorageMeta", "_MEM_FORMAT_ENCODING")]
+    + [(f"{_DCP}.filesystem", name) for name in ("_StorageInfo", "_StoragePrefix", "SerializationFormat")]
+    + [(f"{_DCP}.planner", "WriteItemType"), (f"{_DCP}.planner", "LoadItemType"), (f"{_DCP}.storage", "WriteResult")]
+    + [("torch", "Size"), ("collections", "OrderedDict"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
+       ("pathlib", "PureWindowsPath"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice")])
+"""The classes torch.distributed.checkpoint pickles into ``.metadata`` (torch 2.x ``metadata.py``,
+``filesystem.py``), and nothing else: no reader, writer or planner class (``FileSystemWriter``
+creates folders when built)."""
+_METADATA_CALLABLES = frozenset({("torch.serialization", "_get_layout")})
+
+
+class _MetadataUnpickler(SafeUnpickler):
     """Unpickles ``.metadata`` allowing only what torch.distributed.checkpoint writes there."""
 
-    _MODULES = {"torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
-                "torch.distributed.checkpoint.planner", "torch.distributed.checkpoint.storage"}
-    _NAMES = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
-              ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
-              ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice")}
+    def __init__(self, file, where: str):
+        super().__init__(file, where, classes=_METADATA_CLASSES, callables=_METADATA_CALLABLES)
 
-    def find_class(self, module: str, name: str) -> Any:
+    def resolve_family(self, module: str, name: str) -> Any | None:
+        """``torch.float32``, ``torch.strided``, ``torch.contiguous_format``: dtype/layout objects."""
         import torch
 
-        if module in self._MODULES or (module, name) in self._NAMES:
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), (torch.dtype, torch.layout,
-                                                                           torch.memory_format)):
-            return getattr(torch, name)
-        raise pickle.UnpicklingError(f"refusing global {module}.{name} in checkpoint metadata")
+        found = getattr(torch, name, None) if module == "torch" else None
+        return found if isinstance(found, (torch.dtype, torch.layout, torch.memory_format)) else None
 
 
 def iteration_dir(path: Path) -> Path:
     """The folder holding ``.metadata`` for a save root (tracker file) or an ``iter_*`` folder."""
-    tracker = path / TRACKER_FILE
-    if not (path / METADATA_FILE).is_file() and tracker.is_file():
-        text = tracker.read_text().strip()
-        path = path / ("release" if text == "release" else f"iter_{int(text):07d}" if text.isdigit() else text)
+    if not (path / METADATA_FILE).is_file():
+        tracked = read_tracker(path)
+        if tracked is not None:
+            path = path / tracked.folder
     if not (path / METADATA_FILE).is_file():
         raise InputError(str(path), f"no {METADATA_FILE}: not a torch_dist checkpoint folder", _FIX)
     return path
 
 
 def is_torch_dist(path: Path) -> bool:
-    try:
-        return path.is_dir() and iteration_dir(path) is not None
-    except (InputError, ValueError, OSError):
+    """Whether ``path`` holds a torch_dist checkpoint; a damaged tracker file is reported, not hidden."""
+    if not path.is_dir():
         return False
+    if (path / METADATA_FILE).is_file():
+        return True
+    tracked = read_tracker(path)
+    return tracked is not None and (path / tracked.folder / METADATA_FILE).is_file()
 
 
 def _load_metadata(folder: Path) -> Any:
     path = folder / METADATA_FILE
     try:
         with open(path, "rb") as handle:
-            metadata = _MetadataUnpickler(handle).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError) as error:
-        raise InputError(str(path), f"unreadable checkpoint metadata ({error})", _FIX) from None
+            data = read_limited(handle, str(path))
+    except OSError as error:
+        raise InputError(str(path), f"cannot be read ({error.strerror or error})", "check its permissions") from None
+    metadata = safe_pickle.load(data, _MetadataUnpickler, str(path), _FIX)
     if not hasattr(metadata, "state_dict_metadata") or not hasattr(metadata, "storage_data"):
         raise InputError(str(path), f"holds a {type(metadata).__name__}, not torch.distributed.checkpoint Metadata",
                          _FIX)
@@ -124,7 +140,7 @@ class _OneTensorPlanner:
 
     def resolve_tensor(self, item: Any) -> Any:
         view = self.target
-        for dim, (offset, length) in enumerate(zip(item.dest_offsets, item.lengths)):
+        for dim, (offset, length) in enumerate(zip(item.dest_offsets, item.lengths, strict=True)):
             view = view.narrow(dim, offset, length)
         return view
 
@@ -135,7 +151,7 @@ class _OneTensorPlanner:
         raise AssertionError("bytes requested")
 
 
-class TorchDistSource:
+class TorchDistSource(SourceBase):
     """A Megatron ``torch_dist`` checkpoint (save root or ``iter_*`` folder) with per-layer names."""
 
     def __init__(self, path: Path | str):
@@ -163,7 +179,8 @@ class TorchDistSource:
         if dtype is None:
             self.skipped[key] = f"dtype {item.properties.dtype} is not supported"
             return
-        for name, prefix, shape in unstack(key, tuple(item.size)):
+        size = check_shape(list(item.size), f"{self.folder} [{key}]", "size")   # absurd dims refused (tensors/sizes)
+        for name, prefix, shape in unstack(key, size):
             if name in self._metas:
                 raise InputError(f"{self.folder} [{name}]", f"produced by two keys ({key})", _FIX)
             self._metas[name] = TensorMeta(name, shape, dtype)

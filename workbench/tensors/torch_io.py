@@ -2,7 +2,8 @@
 
 Files are opened with ``torch.load(map_location="cpu", mmap=True, weights_only=True)``: the
 pickle is read, tensor storages stay memory-mapped until a tensor is read, and nothing but
-tensors, containers and an explicit allow-list (``safe_globals``) can be unpickled. A tensor
+tensors, containers and an explicit allow-list (``safe_globals``: classes only, checked by
+:func:`workbench.safe_pickle.torch_safe_globals`) can be unpickled; a refusal names the global. A tensor
 comes back as a numpy view of the mapped storage (bf16 as its raw ``uint16`` bits).
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from .base import TensorMeta
+from ..safe_pickle import torch_safe_globals
+from .base import SourceBase, TensorMeta
 from .common import missing_tensor
 
 INDEX_FILE = "pytorch_model.bin.index.json"
@@ -47,30 +49,43 @@ def load_torch_file(path: Path, safe_globals: Iterable[Any] = ()) -> Any:
     try:
         return torch_load(path, safe_globals)
     except pickle.UnpicklingError as error:
-        raise InputError(str(path), f"refused by weights-only loading: {_unpickling_reason(error)}",
-                         "only tensors, containers and allow-listed classes are unpickled; re-save a plain "
-                         "state dict") from None
+        raise InputError(str(path), _unpickling_reason(error),
+                         "nothing was executed: only tensors, containers and allow-listed classes are unpickled; "
+                         "re-save a plain state dict") from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(str(path), f"not a readable torch zip checkpoint ({first})",
                          "the file is truncated, or was saved by torch < 1.6 (re-save it with torch.save)") from None
 
 
+_REFUSED = "refusing to unpickle global {}: not on the allow-list"
+_TORCH_GLOBAL = re.compile(r"\bGLOBAL ([\w.]+)")
+_ADVICE = ("weights_only", "Weights only load failed", "Check the documentation", "do those steps only")
+
+
+def refused_global(problem: str) -> str | None:
+    """The global named by a refusal from :func:`load_torch_file`, or None."""
+    match = re.match(_REFUSED.format(r"([\w.]+)"), problem)
+    return match.group(1) if match else None
+
+
 def _unpickling_reason(error: Exception) -> str:
-    """The informative line of torch's long weights-only error (the refused global, if any)."""
+    """What torch's weights-only unpickler refused, without its advice to turn the check off."""
     text = str(error)
-    match = re.search(r"WeightsUnpickler error: ([^\n]*?)(?: Please use|$)", text, re.MULTILINE)
-    if match:
-        return match.group(1).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
+    refused = _TORCH_GLOBAL.search(text)
+    if refused:
+        return _REFUSED.format(refused.group(1))
+    reasons = [line.strip().removeprefix("WeightsUnpickler error:").strip() for line in text.splitlines()
+               if line.strip() and not any(advice in line for advice in _ADVICE)]
+    reason = re.sub(r" Please use .*", "", reasons[0]) if reasons else type(error).__name__
+    return f"refused by the weights-only unpickler ({reason})"
 
 
 def torch_load(path: Path, safe_globals: Iterable[Any] = ()) -> Any:
     """The raw ``torch.load(map_location="cpu", mmap=True, weights_only=True)`` (torch errors propagate)."""
     import torch
 
-    with torch.serialization.safe_globals(list(safe_globals)):
+    with torch.serialization.safe_globals(torch_safe_globals(safe_globals)):
         return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
 
 
@@ -137,7 +152,7 @@ def bin_files(path: Path) -> list[Path]:
     return [path.parent / name for name in dict.fromkeys(weight_map.values())]
 
 
-class TorchFileSource:
+class TorchFileSource(SourceBase):
     """One or more torch state-dict files read lazily as one state dict.
 
     ``key_path`` selects a nested dict (``"model"`` for ``{"model": {...}, "args": ...}``);

@@ -1,0 +1,105 @@
+"""Log parsing throughput against ``grep -c`` on the same file, in the same run (target: >= 25 %).
+
+1. A Megatron log of --iterations iteration lines (default 200k) as core_v0.12 prints them with MoE
+   terms, throughput, num zeros and params norm, with a timer line every 100 iterations.
+2. A MindFormers log of --mf-steps steps, each with a local-norm block of --params values (default
+   1,000: numpy wraps them over ~200 lines), the step line and the progress line, written by the
+   reference writer's formatters.
+
+For each: ``grep -c`` on the message's marker (median of --repeats, page cache warm), then
+``read_log`` (median), both as MB/s; the ratio; and the peak RSS of the process (ru_maxrss).
+
+    .venv/bin/python benchmarks/logs.py [--iterations 200000] [--mf-steps 300] [--params 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.logs import read_log  # noqa: E402
+from workbench.reference.mindformers_log import (format_local_norm_message, format_loss_message,  # noqa: E402
+                                                 format_progress_message, line_prefix)
+
+TARGET = 0.25
+
+
+def write_megatron(path: Path, iterations: int) -> None:
+    rng = np.random.default_rng(0)
+    losses = 10.0 * np.exp(-np.arange(iterations) / iterations) + rng.normal(0, 0.01, iterations)
+    with open(path, "w") as handle:
+        for i in range(1, iterations + 1):
+            handle.write(
+                f" [2025-01-01 12:00:00] iteration {i:8d}/{iterations:8d} | consumed samples: {i * 512:12d} | "
+                f"elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 123.4 | "
+                f"learning rate: {1e-5 * (1 - i / iterations):.6E} | global batch size:   512 | "
+                f"lm loss: {losses[i - 1]:.6E} | load_balancing_loss: 1.012345E-02 | loss scale: 1.0 | "
+                f"grad norm: {1 + losses[i - 1] / 10:.3f} | num zeros: 0 | params norm: 123.456 | "
+                f"number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+            if i % 100 == 0:
+                handle.write(f"(min, max) time across ranks (ms):\n    forward-backward ...: ({i}.1, {i}.2)\n")
+
+
+def write_mindformers(path: Path, steps: int, params: int) -> None:
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(64, 4096, params)
+    prefix = line_prefix()
+    with open(path, "w") as handle:
+        for step in range(1, steps + 1):
+            norms = rng.random(params, dtype=np.float32) * 1e-3
+            handle.write(prefix + format_local_norm_message(sizes, norms) + "\n")
+            handle.write(prefix + format_loss_message(1, 1, step, steps, 5.0 - step / steps, 1000, 1e-5, 1.5) + "\n")
+            handle.write(prefix + format_progress_message(100 * step / steps, 10.0, steps - step) + "\n")
+
+
+def timed(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def compare(path: Path, marker: str, repeats: int) -> dict:
+    size_mb = path.stat().st_size / 1e6
+    grep = timed(lambda: subprocess.run(["grep", "-c", "-F", marker, str(path)], check=True, capture_output=True), repeats)
+    result = {}
+    parse = timed(lambda: result.update(series=read_log(path)), repeats)
+    series = result["series"]
+    return {"file": path.name, "MB": size_mb, "grep MB/s": size_mb / grep, "read_log MB/s": size_mb / parse,
+            "ratio": grep / parse, "rows": len(series.series), "local norms": len(series.local_norms)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=200_000)
+    parser.add_argument("--mf-steps", type=int, default=300)
+    parser.add_argument("--params", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
+        write_megatron(megatron, args.iterations)
+        write_mindformers(mindformers, args.mf_steps, args.params)
+        rows = [compare(megatron, "iteration", args.repeats), compare(mindformers, "Epoch:[", args.repeats)]
+    for row in rows:
+        verdict = "meets" if row["ratio"] >= TARGET else "below"
+        print(f"{row['file']:16s} {row['MB']:8.1f} MB  grep -c {row['grep MB/s']:8.1f} MB/s  read_log "
+              f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target)  "
+              f"{row['rows']} series rows, {row['local norms']} local norms")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,207 @@
+"""Reading user inputs: once, bounded, with one-line errors for every way a path can be wrong.
+
+Every reader of a user-supplied file goes through here, so the same input gets the same
+message everywhere:
+
+* a missing path, a folder, a broken or looping symlink, a permission problem, a FIFO where
+  a regular file is needed (``mmap`` needs one) each get their own message;
+* a file is read ONCE (``workbench checklist meg.sh <(cat mf.yaml)`` hands over a pipe that
+  can be read only once), and never more than ``limit`` bytes: the size is checked against
+  ``stat`` before anything is allocated, and a stream is cut at ``limit + 1`` bytes;
+* text must be UTF-8: the error names the line and byte;
+* JSON nesting is bounded before ``json.loads`` would recurse; decoded values are checked
+  for type with :func:`expect` (a number where a list is expected is an error, not a default).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+TEXT_LIMIT = 256 * 1024 * 1024
+"""The largest config / log / JSON file read whole into memory (256 MiB)."""
+
+JSON_DEPTH_LIMIT = 200
+"""Deepest JSON nesting accepted: real headers and indexes nest 3 levels."""
+
+
+def describe_size(count: int) -> str:
+    """Bytes in the unit people read (``1.5 MiB``)."""
+    value = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} bytes"  # pragma: no cover - the loop always returns
+
+
+def input_stat(path: Path | str, *, regular: bool = False) -> os.stat_result:
+    """``stat`` of an input, or one InputError saying what is wrong with the path.
+
+    ``regular=True`` refuses pipes and devices (readers that memory-map or seek need a file).
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise _open_error(path, error) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(str(path), "is a folder, expected a file", "pass the file itself")
+    if regular and not stat.S_ISREG(info.st_mode):
+        kind = "a pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
+        raise InputError(str(path), f"is {kind}; this reader needs a regular file it can seek in",
+                         "copy the data into a file first")
+    return info
+
+
+def read_bytes(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "file") -> bytes:
+    """The whole content of ``path``, read once, at most ``limit`` bytes (else InputError)."""
+    path = Path(path)
+    info = input_stat(path)
+    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        raise InputError(str(path), f"{what} is {describe_size(info.st_size)}, more than the "
+                         f"{describe_size(limit)} this reader accepts", f"pass the {what} itself, not a larger file")
+    wanted = min(info.st_size, limit) + 1 if stat.S_ISREG(info.st_mode) else limit + 1  # no 256 MiB buffer per read
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(wanted)
+    except OSError as error:
+        raise _open_error(path, error) from None
+    if len(data) > limit:
+        raise InputError(str(path), f"{what} is longer than the {describe_size(limit)} this reader accepts",
+                         f"pass the {what} itself, not a larger stream")
+    return data
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    """``data`` as UTF-8 text; the error names the line and the byte offset of the bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise InputError(f"{where}:{line}", f"not UTF-8 text (byte {error.start}: 0x{data[error.start]:02x})",
+                         "pass a UTF-8 text file, not a binary or differently encoded one") from None
+
+
+def read_text(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "file") -> str:
+    """UTF-8 text of ``path``, read once and bounded (see :func:`read_bytes`)."""
+    return decode_utf8(read_bytes(path, limit=limit, what=what), str(path))
+
+
+def json_depth(text: str | bytes) -> int:
+    """Deepest ``[``/``{`` nesting in JSON text, counted without recursion (strings skipped)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str | bytes, where: str, *, max_depth: int = JSON_DEPTH_LIMIT, what: str = "JSON") -> Any:
+    """``json.loads`` with nesting bounded first and one-line errors naming the line and column."""
+    if isinstance(text, bytes):
+        text = decode_utf8(text, where)
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise InputError(where, f"{what} nests {depth} levels deep, more than the {max_depth} accepted",
+                         "this is not a file the tool wrote; pass the real one")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}:{error.lineno}:{error.colno}", f"invalid {what}: {error.msg}",
+                         f"fix or regenerate the {what}") from None
+    except (ValueError, RecursionError) as error:
+        raise InputError(where, f"invalid {what}: {error}", f"fix or regenerate the {what}") from None
+
+
+def read_json(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "JSON file") -> Any:
+    """A JSON file read once, bounded in size and nesting."""
+    return parse_json(read_bytes(path, limit=limit, what=what), str(path), what=what)
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+               list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def type_word(value: Any) -> str:
+    """How a decoded value's type is named in messages (``a string``, ``a list``, ...)."""
+    return _TYPE_WORDS.get(type(value), type(value).__name__)
+
+
+def expect(value: Any, types: type | tuple[type, ...], where: str, key: str, fix: str = "") -> Any:
+    """``value`` when it is one of ``types`` (bool is never an int), else one InputError naming ``key``."""
+    wanted = types if isinstance(types, tuple) else (types,)
+    is_bool = isinstance(value, bool)
+    accepted = isinstance(value, wanted) and (not is_bool or bool in wanted)
+    if float in wanted and not accepted and isinstance(value, int) and not is_bool:
+        accepted = True  # an integer is a number
+    if not accepted:
+        words = " or ".join(_TYPE_WORDS.get(kind, kind.__name__) for kind in wanted)
+        raise InputError(where, f"{key} is {type_word(value)} ({_short(value)}), expected {words}",
+                         fix or f"fix {key}")
+    return value
+
+
+def expect_count(value: Any, where: str, key: str, *, minimum: int = 0, maximum: int | None = None,
+                 fix: str = "") -> int:
+    """An integer (not bool) in ``[minimum, maximum]``: sizes, counts, offsets."""
+    expect(value, int, where, key, fix)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise InputError(where, f"{key} is {value}, expected an integer {bound}", fix or f"fix {key}")
+    return value
+
+
+def expect_in_range(value: Any, where: str, key: str, *, minimum: float | None = None,
+                    maximum: float | None = None, fix: str = "") -> Any:
+    """A finite number (int or float, not bool) in ``[minimum, maximum]`` (either bound optional)."""
+    expect(value, float, where, key, fix)
+    if not math.isfinite(value):
+        raise InputError(where, f"{key} is {value}, expected a finite number", fix or f"fix {key}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bound = (f"between {minimum:g} and {maximum:g}" if minimum is not None and maximum is not None
+                 else f"at least {minimum:g}" if minimum is not None else f"at most {maximum:g}")
+        raise InputError(where, f"{key} is {value}, expected {bound}", fix or f"fix {key}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _open_error(path: Path, error: OSError) -> InputError:
+    if error.errno == errno.ENOENT:
+        if os.path.islink(path):
+            return InputError(str(path), f"is a broken symlink (to {os.readlink(path)})", "point it at an existing file")
+        return InputError(str(path), "file not found", "check the path")
+    if error.errno == errno.ELOOP:
+        return InputError(str(path), "is a symlink that loops (points back at itself)", "point it at a real file")
+    if error.errno == errno.EACCES:
+        return InputError(str(path), "permission denied", "make it readable, or copy it somewhere you can read")
+    if error.errno == errno.ENOTDIR:
+        return InputError(str(path), "a part of this path is a file, not a folder", "check the path")
+    if error.errno == errno.EISDIR:
+        return InputError(str(path), "is a folder, expected a file", "pass the file itself")
+    return InputError(str(path), f"cannot read it ({os.strerror(error.errno or 0) or error})", "check the path")

@@ -1,0 +1,260 @@
+"""MindFormers training logs: ``MFLossMonitor`` step lines, local-norm blocks, monitor lines, and the
+``Param groups`` start-up block. Keyed on the message, never on the prefix (the stdout logger writes
+``<asctime> - mindformers<log dir>[file:line] - INFO - ``, ``info.log`` ``[INFO] <asctime> [file:line]
+func: ``; older releases and the docs other forms).
+
+* ``{ Epoch:[  1/  2], step:[    2/   19], loss: 10.633, per_step_time: 1752ms, lr: 1e-05, ...``:
+  ``key: value`` pieces separated by ``, `` (meanings in ``datasets/log_formats.yaml``); the step is
+  ``(epoch - 1) * steps_per_epoch + step``; ``loss:[cur/mean]`` (non-sink) gives the current loss.
+* `` norm_size: (…)`` / ``local_norm:`` / a numpy-printed array (wrapped over lines): one value per
+  parameter in optimizer order, for the step whose loss line follows. The count is checked against
+  ``norm_size``; an array summarised with ``...`` keeps its head and tail at their true positions and
+  the gap is said in the notes.
+* ``Epoch:[..], step:[..] local_norm/<param>: value`` (TrainingStateMonitor) and other monitor tags.
+* ``Param groups = {json}`` (multi-line): the optimizer order of the trainable parameters, which
+  names the block's values when its length matches ``norm_size``.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, location
+from ..input_files import parse_json
+from .formats import LogFormat
+from .lines import bad_bytes_note, chunks, text
+from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
+from .tables import frame
+from .values import floats, mean_part, number, parse_joined
+
+STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
+MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
+RANK_DIR = re.compile(r"(?:^|/)rank_(\d+)(?:/|$)")
+MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
+MAX_JSON_DEPTH = 32
+JSON_CONTINUATION = (b" ", b"\t", b"}", b"]", b'"')
+
+
+class _State:
+    def __init__(self, path: Path, run: str, fmt: LogFormat):
+        self.path, self.run, self.fmt = path, run, fmt
+        self.series: list[tuple] = []
+        self.norms: list[tuple] = []
+        self.notes: list[str] = []
+        self.bad: list[int] = []
+        self.unknown: set[str] = set()
+        self.block: list | None = None            # [line of norm_size, sizes, [value lines]]
+        self.pending: list[tuple] = []            # finished blocks waiting for their step line
+        self.groups: list | None = None           # [first line, [lines]] of a Param groups block
+        self.param_order: list[str] | None = None
+        self.block_lengths: set[int] = set()       # len(norm_size) of every stored block
+        self.last_step = 0
+        self.non_sink = False
+        self.rank = int(match.group(1)) if (match := RANK_DIR.search(path.as_posix())) else -1
+
+
+def _step_line(state: _State, line: str, number_: int, match: re.Match) -> None:
+    epoch, _, step, per_epoch = (int(match.group(i)) for i in range(1, 5))
+    global_step = (epoch - 1) * per_epoch + step
+    rest = match.group(6)
+    if not match.group(5):                        # 'step:[..] tag: value': a monitor line
+        _monitor_line(state, global_step, rest, number_)
+        return
+    state.last_step = global_step
+    for piece in rest.split(", "):
+        key, colon, value = piece.partition(":")
+        if not colon:
+            continue
+        meaning = state.fmt.meaning(key)
+        if meaning is None:
+            state.unknown.add(key.strip()[:40])
+            continue
+        parsed = number(value, meaning.unit)
+        if parsed is None:
+            state.notes.append(f"{location(state.path, number_)}: {key.strip()} {value.strip()[:40]!r} is not a "
+                               "number: left out")
+            continue
+        if meaning.metric == "loss" and mean_part(value) is not None:
+            state.non_sink = True
+        state.series.append((state.run, state.rank, global_step, meaning.metric, parsed, number_))
+    for block in state.pending:
+        _store_block(state, global_step, *block)
+    state.pending = []
+
+
+def _monitor_line(state: _State, step: int, rest: str, number_: int) -> None:
+    match = MONITOR_TAG.match(rest)
+    if match is None:
+        return
+    tag, value = match.groups()
+    parsed = number(value)
+    for prefix, definition in state.fmt.extra.get("monitor_local_norms", {}).items():
+        if tag.startswith(prefix):
+            position = sum(1 for row in state.norms[-5000:] if row[2] == step and row[8] == definition)
+            state.norms.append((state.run, state.rank, step, -1, position, tag[len(prefix):], -1,
+                                np.nan if parsed is None else parsed, definition, number_))
+            return
+    state.series.append((state.run, state.rank, step, tag, np.nan if parsed is None else parsed, number_))
+
+
+def _block_values(state: _State, first: int, sizes: list[int], body: list[str], complete: bool):
+    flat = " ".join(body).replace("[", " ").replace("]", " ")
+    summarised = "..." in flat
+    values = None if summarised else parse_joined(flat.encode(), len(sizes))
+    head, tail, bad = [], [], []
+    if values is None:                                   # summarised, or not all numbers: token by token
+        tokens = flat.split()
+        cut = tokens.index("...") if summarised else len(tokens)
+        head, tail = tokens[:cut], tokens[cut + 1:]
+        values, bad = floats([token.encode() for token in head + tail])
+    else:
+        head = range(len(values))
+    if bad:
+        raise InputError(location(state.path, first), f"local_norm block holds {len(bad)} value(s) that are not "
+                         f"numbers (e.g. {(head + tail)[bad[0]][:30]!r})", "pass the log as MindFormers wrote it")
+    expected = len(sizes)
+    if not summarised and len(values) != expected and complete:
+        raise InputError(location(state.path, first), f"local_norm block has {len(values)} values but norm_size "
+                         f"lists {expected} parameters", "the block was cut or edited: pass the complete log")
+    if summarised:
+        positions = list(range(len(head))) + list(range(expected - len(tail), expected))
+        state.notes.append(f"{location(state.path, first)}: local_norm block summarised by numpy ('...'): "
+                           f"{len(head) + len(tail)} of {expected} values printed, positions {len(head)}.."
+                           f"{expected - len(tail) - 1} are missing")
+    else:
+        positions = list(range(len(values)))
+    return positions, values
+
+
+def _store_block(state: _State, step: int, first: int, sizes: list[int], positions, values) -> None:
+    definition = state.fmt.extra.get("block_definition", "sum_sq_step")
+    state.block_lengths.add(len(sizes))
+    state.norms += [(state.run, state.rank, step, -1, position, "", sizes[position] if position < len(sizes) else -1,
+                     float(value), definition, first) for position, value in zip(positions, values, strict=True)]
+
+
+def _finish_block(state: _State, complete: bool = True) -> None:
+    first, sizes, body = state.block
+    state.block = None
+    if not complete and len(" ".join(body).split()) < len(sizes):
+        state.notes.append(f"{location(state.path, first)}: the last local_norm block is cut off: left out")
+        return
+    positions, values = _block_values(state, first, sizes, body, complete)
+    state.pending.append((first, sizes, positions, values))
+
+
+def _groups_done(state: _State) -> None:
+    first, body, _ = state.groups
+    state.groups = None
+    where = location(state.path, first, "Param groups")
+    try:
+        data = parse_json("\n".join(body), where, max_depth=MAX_JSON_DEPTH, what="Param groups JSON")
+    except InputError as error:
+        state.notes.append(f"{error}: parameter names not taken from it")
+        return
+    order = _param_order(data)
+    if order is None:
+        state.notes.append(f"{where}: expected {{group: {{'params': [name, ...]}}}}: parameter names not taken "
+                           "from it")
+        return
+    state.param_order = order
+
+
+def _param_order(data) -> list[str] | None:
+    if not isinstance(data, dict):
+        return None
+    order = []
+    for group in data.values():
+        names = group.get("params") if isinstance(group, dict) else None
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            return None
+        order += names
+    return order
+
+
+def _line(state: _State, raw: bytes, number_: int) -> None:
+    if state.groups is not None:
+        if raw[:1] in JSON_CONTINUATION:               # json.dumps(indent=2): every later line is indented
+            body = state.groups[1]
+            body.append(text(raw, state.bad, number_))
+            state.groups[2] += raw.count(b"{") - raw.count(b"}")
+            if state.groups[2] <= 0 or len(body) > MAX_GROUP_LINES:
+                _groups_done(state)
+            return
+        _groups_done(state)                            # a log line: the block ended unclosed
+    if state.block is not None:
+        if b"local_norm:" in raw and not state.block[2]:
+            return
+        if raw.lstrip().startswith((b"[", b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
+                                    b".", b"n", b"i")):
+            state.block[2].append(text(raw, state.bad, number_))
+            if b"]" in raw:
+                _finish_block(state)
+            return
+        _finish_block(state, complete=False)
+    if b"Epoch:[" in raw:
+        line = text(raw, state.bad, number_)
+        match = STEP_LINE.search(line)
+        if match:
+            _step_line(state, line, number_, match)
+    elif b"norm_size:" in raw:
+        line = text(raw, state.bad, number_)
+        sizes = [int(size) for size in re.findall(r"\d+", line[line.index("norm_size:"):])]
+        state.block = [number_, sizes, []]
+    elif b"Param groups = {" in raw:
+        line = text(raw, state.bad, number_)
+        start = line[line.index("Param groups = ") + len("Param groups = "):]
+        state.groups = [number_, [start], start.count("{") - start.count("}")]
+        if state.groups[2] <= 0:
+            _groups_done(state)
+
+
+def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None) -> LogSeries:
+    """Every step line, local-norm block, monitor line and the Param groups block (module doc)."""
+    state = _State(path, run or path.stem, fmt)
+    for first, data in chunks(path, state.notes):
+        for index, raw in enumerate(data.split(b"\n")):
+            _line(state, raw, first + index)
+    if state.block is not None:
+        _finish_block(state, complete=False)
+    if state.groups is not None:
+        state.notes.append(f"{location(path, state.groups[0], 'Param groups')}: the block never closes: "
+                           "parameter names not taken from it")
+    if state.pending:
+        state.notes.append(f"{len(state.pending)} local_norm block(s) after the last step line: taken as step "
+                           f"{state.last_step + 1}")
+        for block in state.pending:
+            _store_block(state, state.last_step + 1, *block)
+    return _result(state)
+
+
+def _result(state: _State) -> LogSeries:
+    notes = list(state.notes)
+    facts = {"step_base": "step = (epoch - 1) * steps_per_epoch + step; lr is the one the step used",
+             "log_interval": 1}
+    if state.non_sink:
+        notes.append("non-sink loss lines (loss:[current/mean]): the current step's loss is used")
+    if state.unknown:
+        notes.append(f"pieces not in datasets/log_formats.yaml left out: {', '.join(sorted(state.unknown))[:300]}")
+    notes += bad_bytes_note(state.bad)
+    norms = frame(state.norms, LOCAL_NORM_COLUMNS)
+    order = state.param_order
+    if order is not None:
+        facts["param_groups"] = len(order)
+        _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
+    return LogSeries(str(state.path), "mindformers", frame(state.series, SERIES_COLUMNS), norms, facts, notes, order)
+
+
+def _name_blocks(norms, order: list[str], lengths: set[int], notes: list[str], definition: str) -> None:
+    """Names from the Param groups block onto the local_norm blocks, when norm_size agrees."""
+    rows = norms["definition"] == definition
+    if not rows.any():
+        return
+    if lengths != {len(order)}:
+        notes.append(f"Param groups lists {len(order)} parameters but norm_size lists "
+                     f"{', '.join(map(str, sorted(lengths)))}: names not attached (is the log from the same run?)")
+        return
+    norms.loc[rows, "param"] = [order[position] for position in norms.loc[rows, "position"]]
+    notes.append(f"local_norm names from the Param groups block ({len(order)} parameters, optimizer order)")
