@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from workbench_testing import tiny_deepseek_v3_config
 
 torch = pytest.importorskip("torch", reason="needs torch (test extra)")
 transformers = pytest.importorskip("transformers", reason="needs transformers (test extra)")
@@ -141,14 +142,7 @@ def test_hf_bin_source_converts_like_safetensors(tmp_path):
 
 
 def test_real_deepseek_v3_round_trips_through_mindformers_mcore(tmp_path):
-    config_class = getattr(transformers, "DeepseekV3Config", None)
-    if config_class is None:
-        pytest.skip("this transformers has no DeepseekV3")
-    config = config_class(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
-                          num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4,
-                          n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1,
-                          q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
-                          max_position_embeddings=64, tie_word_embeddings=False)
+    config = tiny_deepseek_v3_config()
     torch.manual_seed(0)
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "hf")
     assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "mcore"), "--to", "mindformers_mcore",

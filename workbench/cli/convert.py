@@ -50,10 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
     check_not_a_source(args.destination, [args.source])     # before "--force" is suggested for the input itself
     check_output(args.destination, True, allow_folder=True)      # devices, sockets, parent folder, permissions
-    if args.verify and output_kind(args.destination) == "stream":
-        raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot give back",
-                         "convert to a regular file, or drop --verify")
-    check_destination(args.destination, args.to, args.force)    # the output's kind, and --force for what exists
+    if output_kind(args.destination) == "stream":                # a pipe or device is written into, never replaced
+        if args.verify:
+            raise InputError(str(args.destination), "--verify re-reads the output, which a device or pipe cannot "
+                             "give back", "convert to a regular file, or drop --verify")
+    else:
+        check_destination(args.destination, args.to, args.force)  # the output's kind, and --force for what exists
     options = ConvertOptions(to=args.to, arch=args.arch, source_format=args.source_format, config=args.config, dtype=args.dtype,
                              pad_vocab_to=args.pad_vocab_to, verify=args.verify, workers=max(1, args.workers),
                              allow_unmapped=args.allow_unmapped, progress=True)

@@ -136,7 +136,7 @@ def compare_local_norms(reference: LogSeries, candidate: LogSeries, arch: str | 
     notes = [f"reference values are {definition_a}, candidate values {definition_b}; compared as sums of squares "
              "over the step" + ("" if definition_a == definition_b else
                                 " (pre- and post-reduce values agree only on one data-parallel rank)")]
-    return Result(kind="localnorm", title=f"local norms: {candidate.source} vs {reference.source}",
+    return Result(kind="localnorm", title=f"local norms: {Path(candidate.source).name} vs the reference {Path(reference.source).name}",
                   verdict="FAIL" if failed else "PASS", exit_code=int(failed), summary=summary,
                   tables={"parameters": first, "all steps": table}, figures=_figures(table, chosen, reference, candidate),
                   sources={"reference": reference.source, "candidate": candidate.source},

@@ -146,8 +146,8 @@ class MindFormersStyleTrainer:
             grads = tuple(ops.cast(g, ms.float32) for g in grads)
         with _quiet_constant_tensor_warning():
             self.optimizer(ms.mutable(tuple(grads)))
-        for param, master in zip(self.params, self.masters, strict=True):
-            param.set_data(ops.cast(master, param.dtype))
+        for param, master in zip(self.params, self.masters, strict=True) if self.masters else ():
+            param.set_data(ops.cast(master, param.dtype))       # low-precision params refreshed from fp32 masters
 
     def _injected(self, grads: dict) -> tuple:
         missing = [name for name in self.param_names if name not in grads]
