@@ -40,7 +40,7 @@ def main() -> None:
         size = sum(f.stat().st_size for f in source.rglob("*") if f.is_file())
         base_seconds, base_rss = measure([python, "-c", "import workbench.cli.main, pandas, numpy"])
         seconds, rss = measure([python, "-m", "workbench", "weights", "diff", str(source), str(converted),
-                                "--format", "csv", "--out", str(work / "diff.csv")])
+                                "--config", str(source / "config.json"), "--format", "csv", "--out", str(work / "diff.csv")])
         budget = 2 * largest / 2**20 + base_rss + 100
         print(f"synthetic HF Llama: {size / 2**30:.2f} GiB fp32, largest tensor {largest / 2**20:.0f} MiB")
         print(f"  imports only            {base_seconds:7.2f} s  peak RSS {base_rss:8.0f} MiB")
