@@ -1,12 +1,15 @@
 """Weight-conversion throughput and memory on a synthetic ~2 GB fp32 Hugging Face Llama.
 
-In one run, each in its own process (peak RSS per process via wait4):
-  cp -r of the checkpoint folder                  (the throughput reference)
-  workbench convert SRC out.ckpt --to mindformers (streaming: one output tensor at a time)
-  naive: load every tensor, then write them all   (what load-all-then-save converters do)
-Targets: convert >= 50 % of cp throughput; peak RSS <= 2x the largest tensor + 300 MB.
+In one run, each in its own process (peak RSS per process via wait4), fastest of --repeat interleaved rounds:
+  cp -r of the checkpoint folder                          (the throughput reference)
+  workbench convert SRC out.ckpt --to mindformers         (MindSpore .ckpt)
+  workbench convert SRC out.safetensors --to mindformers  (safetensors)
+  naive: load every tensor, then write them all           (what load-all-then-save converters do)
+Every HF -> MindFormers Llama tensor is a rename, so convert copies each stored byte range file to
+file (copy_file_range) instead of decoding it. Targets: each convert >= 80 % of cp throughput
+measured in the same run; peak RSS <= 2x the largest tensor + 300 MB.
 
-    .venv/bin/python benchmarks/convert.py [--workdir DIR] [--layers 8] [--keep]
+    .venv/bin/python benchmarks/convert.py [--workdir DIR] [--layers 8] [--repeat 3] [--keep]
 """
 from __future__ import annotations
 
@@ -81,6 +84,20 @@ def measure(command: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+def best_of_rounds(contenders: dict[str, list[str]], rounds: int, clear: dict[str, Path]) -> dict[str, tuple]:
+    """Per contender: the fastest wall time over ``rounds`` interleaved rounds (a shared disk is noisy; each
+    round runs every contender once, after ``sync`` so no one pays for the previous one's writeback) and the
+    largest peak RSS seen."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for _ in range(max(1, rounds)):
+        for name, command in contenders.items():
+            if name in clear:
+                shutil.rmtree(clear[name], ignore_errors=True)
+            os.sync()
+            runs[name].append(measure(command))
+    return {name: (min(s for s, _ in found), max(r for _, r in found)) for name, found in runs.items()}
+
+
 def drop_cache_hint(path: Path) -> None:
     """Read the files once so every contender starts with a warm page cache (fair to cp)."""
     for file in path.rglob("*"):
@@ -94,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; each contender's fastest run counts")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -108,22 +126,27 @@ def main() -> None:
         size = sum(f.stat().st_size for f in source.rglob("*") if f.is_file())
         drop_cache_hint(source)
         python = sys.executable
-        rows = {
-            "cp -r": measure(["cp", "-r", str(source), str(work / "copy")]),
-            "workbench convert": measure([python, "-m", "workbench", "convert", str(source), str(work / "out.ckpt"),
-                                          "--to", "mindformers"]),
-            "naive load-all + save": measure([python, "-c", NAIVE, str(source), str(work / "naive.ckpt")]),
+        contenders = {
+            "cp -r": ["cp", "-r", str(source), str(work / "copy")],
+            "convert -> .ckpt": [python, "-m", "workbench", "convert", str(source), str(work / "out.ckpt"),
+                                 "--to", "mindformers", "--force"],
+            "convert -> .safetensors": [python, "-m", "workbench", "convert", str(source),
+                                        str(work / "out.safetensors"), "--to", "mindformers", "--force"],
+            "naive load-all + save": [python, "-c", NAIVE, str(source), str(work / "naive.ckpt")],
         }
+        rows = best_of_rounds(contenders, args.repeat, {"cp -r": work / "copy"})
         cp_seconds = rows["cp -r"][0]
         print(f"synthetic HF Llama: {size / 2**30:.2f} GiB fp32, largest tensor {largest / 2**20:.0f} MiB")
         for name, (seconds, rss) in rows.items():
             print(f"  {name:24s} {seconds:7.2f} s  {size / seconds / 2**20:8.1f} MiB/s  "
                   f"{cp_seconds / seconds * 100:6.1f} % of cp  peak RSS {rss:8.0f} MiB")
-        seconds, rss = rows["workbench convert"]
         budget = 2 * largest / 2**20 + 300
-        print(f"convert: {cp_seconds / seconds * 100:.0f} % of cp throughput (target >= 50 %); "
-              f"peak RSS {rss:.0f} MiB vs budget 2x largest + 300 = {budget:.0f} MiB "
-              f"({'meets' if rss <= budget else 'MISSES'})")
+        for name in ("convert -> .ckpt", "convert -> .safetensors"):
+            seconds, rss = rows[name]
+            ratio = cp_seconds / seconds * 100
+            print(f"{name}: {ratio:.0f} % of cp throughput (target >= 80 %: {'meets' if ratio >= 80 else 'MISSES'}); "
+                  f"peak RSS {rss:.0f} MiB vs budget 2x largest + 300 = {budget:.0f} MiB "
+                  f"({'meets' if rss <= budget else 'MISSES'})")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -89,8 +89,10 @@ def test_vocab_padding_and_dtype_cast():
     assert np.array_equal(embed[:40], fp32_to_bf16_bits(data["model.embed_tokens.weight"]))
     assert all(m.dtype == "bf16" for m in plan.targets)
     back_plan, back = convert({m.name: m for m in plan.targets}, out, "megatron", "hf", arch, plan.target_params,
-                              target_dtype="fp32", pad_vocab_to=40)
-    assert back["lm_head.weight"].shape == (40, 16)
+                              target_dtype="fp32")                  # padding is never cut back (it could drop rows)
+    assert back["lm_head.weight"].shape == (48, 16) and not back["lm_head.weight"][40:].any()
+    with pytest.raises(InputError, match="below the checkpoint's vocabulary of 48"):
+        spec.build_plan({m.name: m for m in plan.targets}, "megatron", "hf", arch, plan.target_params, pad_vocab_to=40)
     assert np.array_equal(back["model.norm.weight"], bf16_bits_to_fp32(fp32_to_bf16_bits(data["model.norm.weight"])))
 
 

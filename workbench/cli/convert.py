@@ -16,7 +16,8 @@ DETAILS = """SRC: HF safetensors (file, folder, sharded index), HF .bin, a Megat
 shards are merged), a MindSpore .ckpt or safetensors. DST: with --to hf always a Hugging Face model
 folder (config.json + model.safetensors, or shards + index); otherwise .ckpt (MindSpore), .safetensors,
 or a folder. Formats: hf, megatron, mindformers, mindformers_qkv_concat, mindformers_mcore (see
-converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written (docs/convert-output.md)."""
+converters/*.yaml). Exit 0 done, 2 bad input; nothing is left half-written (docs/convert-output.md).
+DST may not be (or, as a folder, hold) a file of SRC. Renamed tensors are copied byte for byte."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", type=Path, help="model config for shape parameters (HF config.json, "
                                                     "Megatron script/log/args, MindFormers yaml)")
     parser.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), help="cast every floating tensor")
-    parser.add_argument("--pad-vocab-to", type=int, metavar="N", help="pad embedding / output rows to N (zeros)")
-    parser.add_argument("--verify", action="store_true", help="re-read the output and check every tensor bit for bit")
+    parser.add_argument("--pad-vocab-to", type=int, metavar="N", help="pad embedding / output rows to N (zeros); N below the vocabulary is refused")
+    parser.add_argument("--verify", action="store_true", help="check every output tensor bit for bit before the output is moved into place")
     parser.add_argument("--workers", type=int, default=1, help="tensors computed ahead in parallel (memory: N tensors)")
     parser.add_argument("--allow-unmapped", action="store_true", help="skip source tensors the spec does not map")
     parser.add_argument("--force", action="store_true", help="overwrite an existing destination")
@@ -43,9 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..convert.destination import check_destination
     from ..convert.run import ConvertOptions, convert
+    from ..convert.staging import check_not_a_source
     from ..errors import InputError
     from ..fileio import check_output, output_kind
 
+    check_not_a_source(args.destination, [args.source])     # before "--force" is suggested for the input itself
     check_output(args.destination, True, allow_folder=True)      # devices, sockets, parent folder, permissions
     if output_kind(args.destination) == "stream":                # a pipe or device is written into, never replaced
         if args.verify:

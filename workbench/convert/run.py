@@ -4,7 +4,9 @@
 
 The plan is built from headers only (no tensor read); then each output tensor is materialised
 from the few source tensors it needs and written at once, so peak memory follows the largest
-tensor, not the model. The output appears atomically; a failure leaves nothing that looks complete.
+tensor, not the model. A tensor that is only renamed is copied as its stored byte range, file to
+file, never decoded. The output is written and verified in a staging folder beside the destination
+and only then renamed into place (``staging.py``); a failure leaves nothing that looks complete.
 """
 from __future__ import annotations
 
@@ -144,27 +146,32 @@ def prepare(source_path: Path | str, options: ConvertOptions):
 
 
 def convert(source_path: Path | str, destination: Path | str, options: ConvertOptions) -> ConversionReport:
-    from .destination import open_destination, destination_kind
+    """Stream the conversion into a staging folder beside ``destination``, verify it there, then rename it in."""
+    from .destination import destination_kind, open_destination
     from .hf_folder import hf_config_for
+    from .staging import Staging, check_not_a_source, source_paths
 
     start = time.perf_counter()
     destination = Path(destination)
     destination_kind(destination, options.to)
     source, arch, source_format, params, plan = prepare(source_path, options)
     with source:
+        check_not_a_source(destination, source_paths(Path(source_path), source))
         hf = hf_config_for(plan, arch, config=options.config, source=Path(source_path),
                            framework=CONTAINER_FRAMEWORK.get(type(source).__name__)) if options.to == "hf" else None
-        sink = open_destination(destination, plan, options.to, hf.config if hf else None)
-        try:
-            written = _stream(plan, source, sink, options)
-            files = sink.finish()
-        except BaseException:
-            sink.abort()
-            raise
-        if options.verify:
-            verify(plan, source, destination, {
-                "invertible": options.dtype is None and options.pad_vocab_to is None, "arch": arch,
-                "source_format": source_format, "target_format": options.to, "params": params})
+        with Staging(destination) as staging:
+            sink = open_destination(staging.path, plan, options.to, hf.config if hf else None)
+            try:
+                written = _stream(plan, source, sink, options)
+                files = sink.finish()
+            except BaseException:
+                sink.abort()
+                raise
+            if options.verify:
+                verify(plan, source, staging.path, {
+                    "invertible": options.dtype is None and options.pad_vocab_to is None, "arch": arch,
+                    "source_format": source_format, "target_format": options.to, "params": params}, destination)
+            files = staging.publish(files)
     return ConversionReport(Path(source_path), destination, arch.name, source_format, options.to,
                             _params_dict(params), len(plan.steps), written, time.perf_counter() - start, files,
                             list(plan.unmapped), options.verify, list(plan.tied), hf.assumed if hf else [])
@@ -177,42 +184,54 @@ def _params_dict(params) -> dict:
 
 
 def _stream(plan, source, sink, options: ConvertOptions) -> int:
-    """Materialise each target in plan order (``workers`` at a time, in order) and write it."""
+    """Write each target in plan order: a rename as its stored byte range, the rest materialised."""
     from .progress import progress_bar
 
     written = 0
     with progress_bar(len(plan.steps), "converting", enabled=options.progress) as advance:
-        for step, array in _materialised(plan.steps, source, options.workers):
-            sink.write(step.target.name, array)
+        for step, payload in _payloads(plan.steps, source, options.workers):
+            sink.write(step.target.name, payload)
             written += step.target.nbytes
             advance(1)
     return written
 
 
-def _materialised(steps, source, workers: int):
-    """Yield (step, array) in order; with workers > 1 a bounded window of tensors is computed ahead."""
+def _byte_span(step, source):
+    """The source's stored byte range for a rename step (copied file to file), else None."""
+    from ..spec.plan import is_byte_copy
+
+    span = getattr(source, "span", None)
+    return span(step.sources[0]) if span is not None and is_byte_copy(step) else None
+
+
+def _payloads(steps, source, workers: int):
+    """Yield (step, byte span or array) in order; with workers > 1 a bounded window of arrays is computed ahead."""
     from .. import spec
 
+    spans = [_byte_span(step, source) for step in steps]
     if workers <= 1:
-        for step in steps:
-            yield step, spec.materialize(step, source.read)
+        for step, span in zip(steps, spans, strict=True):
+            yield step, span if span is not None else spec.materialize(step, source.read)
         return
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque = deque()
-        for step in steps:
-            pending.append((step, pool.submit(spec.materialize, step, source.read)))
+        for step, span in zip(steps, spans, strict=True):
+            pending.append((step, span if span is not None else pool.submit(spec.materialize, step, source.read)))
             if len(pending) >= workers:
-                done_step, future = pending.popleft()
-                yield done_step, future.result()
+                yield _done(pending.popleft())
         while pending:
-            done_step, future = pending.popleft()
-            yield done_step, future.result()
+            yield _done(pending.popleft())
 
 
-def verify(plan, source, destination: Path, context: dict) -> None:
+def _done(entry):
+    step, payload = entry
+    return step, payload.result() if hasattr(payload, "result") else payload
+
+
+def verify(plan, source, output_path: Path, context: dict, destination: Path | None = None) -> None:
     """Re-read the output and check every tensor bit for bit against its source.
 
     Without a dtype cast or vocab padding the check goes backwards: the inverse plan (same spec,
@@ -222,7 +241,8 @@ def verify(plan, source, destination: Path, context: dict) -> None:
     from .. import spec
     from ..tensors.open import open_source
 
-    with open_source(destination) as output:
+    destination = destination or output_path
+    with open_source(output_path) as output:
         if context["invertible"]:
             inverse = spec.build_plan(output.metas(), context["target_format"], context["source_format"],
                                       context["arch"], context["params"])

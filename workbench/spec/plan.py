@@ -97,6 +97,7 @@ def build_plan(source_metas: Mapping[str, TensorMeta], source_format: str, targe
         raise InputError(name, f"{len(absent)} tensor(s) of {arch.name}/{source_format} are missing: "
                          f"{_some([n for _, n in absent])} (first: {rule.describe()})",
                          "pass the complete checkpoint, or check num_layers / num_experts / the format")
+    _check_pad_vocab(pad_vocab_to, params)
     skip = set(unmapped)
     sources = _check_sources(source_metas, resolution, arch, params, skip)
     target_params = params.with_values(vocab=pad_vocab_to) if pad_vocab_to else params
@@ -120,6 +121,16 @@ def tied_names(absent: list[tuple[Rule, str]], arch: ArchSpec, resolution) -> se
                and arch.logical[t.tied_to].shape == t.shape for t in parts):
             tied |= {t.name for t in parts}
     return tied
+
+
+def _check_pad_vocab(pad_vocab_to: int | None, params: ModelParams) -> None:
+    """Padding only adds rows: a target below the vocabulary would drop real embedding/output rows."""
+    if pad_vocab_to is None:
+        return
+    if isinstance(pad_vocab_to, bool) or not isinstance(pad_vocab_to, int) or pad_vocab_to < params.vocab:
+        raise InputError("--pad-vocab-to", f"{pad_vocab_to!r} is below the checkpoint's vocabulary of {params.vocab} "
+                         "rows: padding would cut real embedding and output rows",
+                         f"pass N >= {params.vocab} (e.g. the padded vocabulary size), or leave --pad-vocab-to out")
 
 
 def _some(names: list[str], limit: int = 6) -> str:
@@ -200,6 +211,19 @@ def _common_dtype(target: str, metas: list[TensorMeta]) -> str:
 
 
 # ---------------------------------------------------------------------- materialisation
+
+def is_byte_copy(step: Step) -> bool:
+    """True when the target's bytes are exactly its one source tensor's bytes (a rename, maybe a reshape).
+
+    One source holding one part, no split or fuse transform on either side, no cast, no vocab
+    resize: C-order bytes are unchanged by a reshape, so the writer may copy the stored byte range.
+    """
+    if len(step.parts) != 1 or len(step.sources) != 1 or step.parts[0].rows is not None:
+        return False
+    source = step.context.sources[step.sources[0]]
+    return (source.meta.dtype == step.target.dtype and source.meta.nbytes == step.target.nbytes
+            and not source.rule.pipeline.steps and not step.rule.pipeline.steps)
+
 
 def materialize(step: Step, read: Callable[[str], np.ndarray]) -> np.ndarray:
     """The target tensor of ``step`` (STORAGE dtype, contiguous), reading only ``step.sources``."""

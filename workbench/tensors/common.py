@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..fileio import AtomicFile, from_writing, os_error
 from .base import STORAGE, TensorMeta
+from .bytecopy import FileSpan, copy_span
 from .sizes import numel
 
 
@@ -73,8 +74,11 @@ class PartialFile(AtomicFile):
     def __init__(self, target: Path):
         super().__init__(target)
 
-    def write_array(self, array: np.ndarray) -> None:
-        """The array's bytes in C order, without a copy when it is already contiguous."""
+    def write_array(self, array: np.ndarray | FileSpan) -> None:
+        """The array's bytes in C order, without a copy when it is already contiguous (a span: copied file to file)."""
+        if isinstance(array, FileSpan):
+            copy_span(array, self.handle)
+            return
         flat = np.ascontiguousarray(array).reshape(-1)
         self.handle.write(flat.view(np.uint8).data if flat.size else b"")
 
@@ -156,6 +160,12 @@ class StreamingSink:
             raise InputError(where, f"arrived out of order: expected {meta.name!r} "
                              f"(tensor {self._next + 1} of {len(self.metas)})",
                              "write tensors in the order of the metas")
+        if isinstance(array, FileSpan):            # a stored byte range, copied as is (a rename)
+            if array.length != meta.nbytes:
+                raise InputError(where, f"a byte range of {array.length} bytes for {meta.dtype} {list(meta.shape)} "
+                                 f"({meta.nbytes} bytes)", "pass the tensor's whole stored byte range")
+            self._next += 1
+            return meta
         if not isinstance(array, np.ndarray):
             raise InputError(where, f"expected a numpy array, got {type(array).__name__}", "convert it with .numpy()")
         storage = np.dtype(STORAGE[meta.dtype])

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ..input_files import input_stat
 from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
+from .bytecopy import FileSpan, byte_view
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel, unsupported_dtype
 from .sizes import check_shape
 
@@ -76,7 +77,7 @@ class MindSporeCkptWriter(StreamingSink):
         self._partial = PartialFile(self.path)
 
     def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
-        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        flat = byte_view(array)            # a FileSpan (a rename) is sliced and copied file to file
         if flat.size == 0:
             self._partial.handle.write(value_prefix(meta, 0))
             return
@@ -268,6 +269,13 @@ class MindSporeCkptSource(SourceBase):
                                                         shape=(length,))
             position += length
         return out.reshape(meta.shape)
+
+    def span(self, name: str) -> FileSpan | None:
+        """Where a tensor stored in one record lies (a writer copies it as is); None for sliced tensors."""
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        parts = self._parts[name]
+        return FileSpan(self.path, parts[0][0], self._metas[name].nbytes) if len(parts) == 1 else None
 
     def close(self) -> None:
         """Nothing is held open."""

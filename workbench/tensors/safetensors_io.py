@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ..input_files import expect, expect_count, input_stat, parse_json, read_json
 from .base import ITEM_SIZE, SourceBase, TensorMeta
+from .bytecopy import FileSpan
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, unsupported_dtype
 from .sizes import check_shape, tensor_bytes
 
@@ -174,6 +175,13 @@ class SafetensorsSource(SourceBase):
         meta = self._metas[name]
         file, offset = self._where[name]
         return mapped_array(file, offset, meta.shape, meta.dtype)
+
+    def span(self, name: str) -> FileSpan:
+        """Where the tensor's bytes lie (C order, as stored): a writer copies them without decoding."""
+        if name not in self._metas:
+            raise missing_tensor(self.path, name, self._metas)
+        file, offset = self._where[name]
+        return FileSpan(file, offset, self._metas[name].nbytes)
 
     def close(self) -> None:
         """Nothing is held open: every ``read`` maps its own byte range."""

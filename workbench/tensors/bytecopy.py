@@ -1,0 +1,111 @@
+"""Tensor bytes copied file to file, without decoding them: the fast path of a rename.
+
+A conversion step that only renames a tensor (same dtype, no transform; see
+:func:`workbench.spec.plan.is_byte_copy`) hands the writer a :class:`FileSpan` — where the
+tensor's bytes lie in the source file — instead of an array. The writer copies that range
+in the kernel (``copy_file_range``, else ``sendfile``), so the bytes never enter this process:
+no page faults on a memory map, no array copy, memory unchanged. Where neither call works
+(another OS, an exotic file system) the range is read and written in 16 MiB chunks.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+CHUNK = 16 * 2**20
+# errors meaning "this call cannot copy between these two files": try the next way
+_UNSUPPORTED = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """``length`` bytes at ``offset`` of ``path``: a stored tensor, or a slice of one (``span[a:b]``)."""
+
+    path: Path
+    offset: int
+    length: int
+
+    @property
+    def size(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> "FileSpan":
+        start, stop, stride = key.indices(self.length)
+        if stride != 1:
+            raise ValueError("a FileSpan slice must be contiguous")
+        return FileSpan(self.path, self.offset + start, max(0, stop - start))
+
+
+def byte_view(payload: np.ndarray | FileSpan) -> np.ndarray | FileSpan:
+    """A writer's payload as flat bytes: a span stays a span, an array becomes a C-order uint8 view."""
+    if isinstance(payload, FileSpan):
+        return payload
+    return np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+
+
+def copy_span(span: FileSpan, handle) -> None:
+    """Append ``span``'s bytes to the open binary file ``handle`` (buffered or not) at its position."""
+    handle.flush()
+    seekable = handle.seekable()                  # a device or pipe (written directly) has no position
+    position = handle.tell() if seekable else 0
+    with open(span.path, "rb") as source:
+        copied = (_copy(source.fileno(), handle.fileno(), span.offset, position, span.length) if seekable
+                  else _append(source.fileno(), handle, span.offset, span.length))
+    if copied != span.length:
+        raise InputError(str(span.path), f"{span.length} bytes expected at byte {span.offset}, only {copied} "
+                         "could be read: the file shrank while it was being converted", "re-run the conversion")
+    if seekable:
+        handle.seek(position + span.length)
+
+
+def _append(source: int, handle, offset: int, length: int) -> int:
+    """Chunks read and written in order: for targets without a position (pipes, devices)."""
+    done = 0
+    while done < length:
+        chunk = os.pread(source, min(CHUNK, length - done), offset + done)
+        if not chunk:
+            break
+        handle.write(chunk)
+        done += len(chunk)
+    return done
+
+
+def _copy(source: int, target: int, offset: int, position: int, length: int) -> int:
+    """Bytes copied, each chunk by the first of copy_file_range / sendfile / pread+pwrite that works here."""
+    ways = [_copy_file_range, _sendfile, _read_write]
+    done = 0
+    while done < length:
+        try:
+            count = ways[0](source, target, offset + done, position + done, min(length - done, 2**30))
+        except (OSError, AttributeError) as error:       # AttributeError: the call does not exist on this OS
+            if len(ways) == 1 or (isinstance(error, OSError) and error.errno not in _UNSUPPORTED):
+                raise
+            ways.pop(0)
+            continue
+        if count == 0:                                     # end of the source file
+            break
+        done += count
+    return done
+
+
+def _copy_file_range(source: int, target: int, offset: int, position: int, length: int) -> int:
+    return os.copy_file_range(source, target, length, offset, position)
+
+
+def _sendfile(source: int, target: int, offset: int, position: int, length: int) -> int:
+    os.lseek(target, position, os.SEEK_SET)
+    return os.sendfile(target, source, offset, length)
+
+
+def _read_write(source: int, target: int, offset: int, position: int, length: int) -> int:
+    view = memoryview(os.pread(source, min(CHUNK, length), offset))
+    written = 0
+    while written < len(view):
+        written += os.pwrite(target, view[written:], position + written)
+    return written
