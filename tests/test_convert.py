@@ -113,6 +113,14 @@ def test_weights_diff_reports_mismatches_and_one_sided_tensors(tmp_path, capsys)
     assert rows[0].startswith("name,status,shape_a,shape_b")
     assert sum(",mismatch," in row for row in rows) == 1 and any(row.startswith("lm_head.weight,mismatch") for row in rows)
     assert main(["weights", "diff", str(tmp_path / "a"), str(tmp_path / "b"), "--atol", "2e-3", "--format", "md"]) == 0
+    capsys.readouterr()
+    page = tmp_path / "diff.html"                      # the shared report: verdict, and the bars figure embedded
+    assert main(["weights", "diff", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(page)]) == 1
+    html = page.read_text()
+    assert "MISMATCH" in html and html.count("data:image/png;base64,") == 1 and "lm_head.weight" in html
+    assert main(["weights", "diff", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema"] == "workbench.weights_diff/1" and document["verdict"] == "MISMATCH"
 
 
 def test_bad_conversions_fail_cleanly(tmp_path, capsys):

@@ -81,11 +81,11 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
 def _check_output(args: argparse.Namespace) -> str:
     """The chosen format, after checking --out before any work."""
     from ..report.emit import choose_format
-    from ..report.output import check_writable
+    from ..fileio import check_output
 
     chosen = choose_format(args.format, args.out)
     if args.out is not None:
-        check_writable(args.out, args.force)
+        check_output(args.out, args.force)
     return chosen
 
 

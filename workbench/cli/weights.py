@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 EXAMPLES = """examples:
@@ -16,6 +15,8 @@ Exit 0 when every tensor matches (exactly, or within --atol/--rtol), 1 otherwise
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from ..report.emit import FORMATS
+
     parser = subparsers.add_parser("weights", help="checkpoint tools: diff", epilog=EXAMPLES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="weights_command", metavar="COMMAND", required=True)
@@ -28,31 +29,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("--config", type=Path, help="model config for shape parameters")
     diff.add_argument("--atol", type=float, default=0.0)
     diff.add_argument("--rtol", type=float, default=0.0)
-    diff.add_argument("--format", choices=("table", "csv", "json", "md"), default=None)
-    diff.add_argument("--out", type=Path)
-    diff.add_argument("--force", action="store_true")
+    diff.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
+    diff.add_argument("--out", type=Path, help="write the report to FILE")
+    diff.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     diff.set_defaults(run=run_diff)
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from ..convert.diff import Tolerance, diff_checkpoints, summary
-    from ..fileio import check_output, write_text
-    from ..report.tables import frame_to_text, print_frame
+    from ..convert.diff import Tolerance, diff_checkpoints
+    from ..convert.diff_result import weights_diff_result
+    from ..report.emit import choose_format, emit
+    from ..fileio import check_output
 
+    choose_format(args.format, args.out)
     if args.out is not None:
         check_output(args.out, args.force)
-    frame = diff_checkpoints(args.a, args.b, args.arch, args.config, Tolerance(args.atol, args.rtol))
-    result = summary(frame)
-    output_format = args.format or ({".csv": "csv", ".json": "json", ".md": "md"}.get(args.out.suffix, "md")
-                                    if args.out else "table")
-    if output_format == "table" and args.out is None:
-        print_frame(frame, title=f"{args.a} vs {args.b}")
-    else:
-        text = frame_to_text(frame, output_format, result)
-        if args.out is None:
-            sys.stdout.write(text)
-        else:
-            write_text(args.out, text)
-    print(", ".join(f"{count} {status}" for status, count in result.items() if status not in ("tensors", "all_match")),
-          file=sys.stderr)
-    return 0 if result["all_match"] else 1
+    tolerance = Tolerance(args.atol, args.rtol)
+    frame = diff_checkpoints(args.a, args.b, args.arch, args.config, tolerance)
+    return emit(weights_diff_result(frame, args.a, args.b, tolerance), args.format, args.out, args.force)
