@@ -88,7 +88,8 @@ def test_megatron_tp2_pp2_to_mindformers_equals_hf_to_mindformers(tmp_path):
     assert main(["weights", "diff", str(tmp_path / "from_megatron.ckpt"), str(tmp_path / "from_hf.ckpt"),
                  "--format", "json", "--out", str(tmp_path / "diff.json")]) == 0
     report = json.loads((tmp_path / "diff.json").read_text())
-    assert report["summary"]["all_match"] and report["summary"]["match"] == len(report["rows"])
+    counts = report["facts"]["counts"]
+    assert report["verdict"] == "MATCH" and counts["all_match"] and counts["match"] == len(report["tables"]["tensors"])
 
 
 def test_bf16_output_keeps_bf16(tmp_path):
