@@ -22,12 +22,12 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
 from .errors import InputError
+from .temporaries import forget, new_temporary
 
 # ----------------------------------------------------------------------------- errors
 
@@ -194,9 +194,7 @@ class AtomicFile:
                 descriptor = _open_stream(self.target) if open_handle else None
             else:
                 self.destination = Path(os.path.realpath(self.target))
-                descriptor, name = tempfile.mkstemp(prefix=f".{self.destination.name}.", suffix=suffix,
-                                                    dir=self.destination.parent)
-                self.temporary = Path(name)
+                self.temporary, descriptor = new_temporary(self.destination, suffix)
                 if not open_handle:
                     os.close(descriptor)
                     descriptor = None
@@ -214,6 +212,7 @@ class AtomicFile:
                     _fsync_path(self.temporary)
                 os.chmod(self.temporary, file_mode())
                 os.replace(self.temporary, self.destination)
+                forget(self.temporary)
                 if self.fsync:
                     _fsync_path(self.destination.parent)
         except BaseException as error:      # a signal during the final flush too: no .part stays behind
@@ -235,6 +234,7 @@ class AtomicFile:
                 os.unlink(self.temporary)
             except FileNotFoundError:
                 pass
+            forget(self.temporary)
         self.done = True
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import sys
 
 from .. import __version__
 from ..errors import InputError
+from ..temporaries import remove_leftovers
 from ..interrupts import Terminated, exit_code, signals_unwind
 
 SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm")
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with signals_unwind():
-            return args.run(args)
+            try:
+                return args.run(args)
+            finally:                     # a signal between a temporary's creation and its writer's clean-up
+                remove_leftovers()
     except InputError as error:
         if args.debug:
             raise

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ..tensors.base import TensorMeta
 from ..fileio import folder_mode
+from ..temporaries import forget, new_temporary
 from ..tensors.open import DEFAULT_SHARD_BYTES
 from ..tensors.safetensors_io import SINGLE_FILE, SafetensorsSink
 
@@ -44,14 +44,14 @@ class FolderSink:
                              "choose another path, or replace it (--force)")
         shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
         metadata = {"format": "pt"} if metadata is None else metadata    # what transformers expects
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent))
+        self.staging, _ = new_temporary(self.path, ".part", folder=True)
         try:
             if sum(meta.nbytes for meta in metas) <= shard_bytes:
                 self._inner = SafetensorsSink(self.staging / SINGLE_FILE, metas, metadata=metadata)
             else:
                 self._inner = SafetensorsSink(self.staging, metas, shard_bytes=shard_bytes, metadata=metadata)
         except BaseException:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            _remove(self.staging)
             raise
         self._done = False
         self.files: list[Path] = []
@@ -84,7 +84,7 @@ class FolderSink:
         if not self._done:
             self._done = True
             self._inner.abort()
-            shutil.rmtree(self.staging, ignore_errors=True)
+            _remove(self.staging)
 
     def __enter__(self) -> "FolderSink":
         return self
@@ -100,20 +100,28 @@ def _swap_in(staging: Path, target: Path) -> None:
     """Rename ``staging`` to ``target``; an existing target is moved aside first and removed after."""
     if not target.exists() and not target.is_symlink():
         os.rename(staging, target)
+        forget(staging)
         return
     if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
         os.replace(staging, target)                 # rename(2) replaces an empty folder
+        forget(staging)
         return
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+    aside, _ = new_temporary(target, ".old", folder=True)
     old = aside / target.name
     os.rename(target, old)
     try:
         os.rename(staging, target)
+        forget(staging)
     except BaseException:
         os.rename(old, target)
-        shutil.rmtree(aside, ignore_errors=True)
+        _remove(aside)
         raise
-    shutil.rmtree(aside, ignore_errors=True)
+    _remove(aside)
+
+
+def _remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    forget(folder)
 
 
 # ----------------------------------------------------------------------------- config.json of a plan

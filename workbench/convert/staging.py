@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import InputError
+from ..temporaries import forget, new_temporary
 
 
 def _identities(files: Iterable[Path]) -> dict[tuple[int, int], Path]:
@@ -86,8 +86,7 @@ class Staging:
             return
         if not self.destination.parent.is_dir():
             raise InputError(str(self.destination), f"folder {self.destination.parent} does not exist", "create it first")
-        self.folder = Path(tempfile.mkdtemp(prefix=f".{self.destination.name}.", suffix=".part",
-                                            dir=self.destination.parent))
+        self.folder, _ = new_temporary(self.destination, ".part", folder=True)
         self.path = self.folder / self.destination.name
 
     def publish(self, files: list[Path]) -> list[Path]:
@@ -115,6 +114,7 @@ class Staging:
     def discard(self) -> None:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+            forget(self.folder)
 
     def __enter__(self) -> "Staging":
         return self

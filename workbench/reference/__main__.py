@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..interrupts import Terminated, exit_code, signals_unwind
+from ..temporaries import remove_leftovers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workbench.reference: {str(interruption) or 'interrupted (SIGINT)'}", file=sys.stderr)
         return exit_code(interruption)
     finally:
+        remove_leftovers()                               # temporaries a signal caught mid-creation
         restore.close()
 
 
