@@ -21,6 +21,7 @@ from .common import mapped_array, missing_tensor, unsupported_dtype
 
 # numpy dtype of a stored .npy -> the STORAGE name it travels as (bf16 is stored as fp32 by the writer)
 NUMPY_NAMES = {str(np.dtype(storage)): name for name, storage in STORAGE.items() if name != "bf16"}
+FRAMEWORKS = ("megatron", "mindformers")
 _REWRITE = "the file changed after it was written: write this step again"
 
 
@@ -44,6 +45,8 @@ class StepStoreSource(SourceBase):
         self.layout = load_step_layout()
         self.manifest = read_step_manifest(self.path, self.layout)
         self.step, self.kind, self.meta = self.manifest.step, self.manifest.kind, self.manifest.meta
+        # the framework whose names the tensors carry (the manifest's side): convert's format candidates
+        self.framework = self.meta.get("side") if self.meta.get("side") in FRAMEWORKS else None
         self.skipped: dict[str, str] = {}
         self._metas: dict[str, TensorMeta] = {}
         for name, entry in self.manifest.tensors.items():
@@ -77,7 +80,10 @@ class StepStoreSource(SourceBase):
         if name in self._verified:
             return path, self._verified[name]
         entry, meta = self.manifest.tensors[name], self._metas[name]
-        shape, dtype, offset = npy_layout(path, c_order=True)
+        try:
+            shape, dtype, offset = npy_layout(path, c_order=True)
+        except InputError as error:      # missing, truncated, corrupt: named with the parameter
+            raise InputError(f"{path} [{name}]", error.problem, error.fix) from None
         if shape != meta.shape or str(dtype) != entry["dtype"]:
             raise InputError(f"{path} [{name}]", f"holds {dtype} {list(shape)}, {self.layout.manifest} says "
                              f"{entry['dtype']} {list(meta.shape)}", _REWRITE)
