@@ -68,6 +68,18 @@ def test_round_trip_every_dtype_is_read_back_lazily_and_equal(tmp_path):
             "manifest.json", "w.fp32.npy"]
 
 
+def test_save_grads_writes_through_the_store_and_load_grads_reads_it_back(tmp_path):
+    from workbench.reference.artifacts import load_grads, save_grads
+
+    grads = {"w": np.arange(6, dtype=np.float64).reshape(2, 3), "b": np.ones(3, np.float32)}
+    folder = save_grads(tmp_path / "grads", 4, grads, {"lr": np.float32(0.5), "grad_norm": np.float64(2.0)})
+    assert folder == tmp_path / "grads" / "step_4" / "grads"
+    assert read_step_manifest(folder).meta == {"iteration": 4, "lr": 0.5, "grad_norm": 2.0}
+    loaded = load_grads(tmp_path / "grads", 4)
+    assert list(loaded) == ["w", "b"] and loaded["w"].dtype == np.float32
+    np.testing.assert_array_equal(loaded["w"], grads["w"])
+
+
 def test_the_writer_refuses_before_writing_anything(tmp_path):
     root = tmp_path / "store"
     with pytest.raises(InputError, match="not a plain parameter name"):

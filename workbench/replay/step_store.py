@@ -54,7 +54,7 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
     layout = layout or load_step_layout()
     spec = layout.kind(kind, "save_step_tensors")
     step = expect_count(step, "save_step_tensors", "step")
-    meta = dict(meta or {})
+    meta = {key: _scalar(value) for key, value in (meta or {}).items()}
     check_meta(meta, spec.meta, f"save_step_tensors({kind!r})")
     arrays = {}
     for name, value in tensors.items():
@@ -71,6 +71,13 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
     write_manifest_last(folder, layout.manifest, {"format": MANIFEST_FORMAT, "step": step, "kind": kind,
                                                   "meta": meta, "tensors": entries})
     return folder
+
+
+def _scalar(value):
+    """numpy scalars and one-element torch tensors (``lr``, ``grad_norm`` as trainers hold them) → Python."""
+    if isinstance(value, (bool, int, float, str)) or not hasattr(value, "item"):
+        return value
+    return value.item()
 
 
 def check_meta(meta, declared: Mapping[str, str], where: str) -> dict:
