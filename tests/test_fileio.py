@@ -65,7 +65,7 @@ def test_reports_figures_captures_and_grads_get_0644_under_umask_022(tmp_path, u
         capture.record(0, tokens, tokens, np.ones((1, 8), np.float32))
     save_grads(tmp_path / "grads", 1, {"w": np.ones(3)})
     files = [path for path in tmp_path.rglob("*") if path.is_file()]
-    assert len(files) == 11 and {path.suffix for path in files} >= {".md", ".html", ".json", ".png", ".csv", ".npy"}
+    assert len(files) == 12 and {path.suffix for path in files} >= {".md", ".html", ".json", ".png", ".csv", ".npy"}
     assert {str(path.relative_to(tmp_path)): oct(mode(path)) for path in files if mode(path) != 0o644} == {}
 
 

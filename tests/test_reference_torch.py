@@ -244,7 +244,7 @@ def test_log_lines_follow_megatron_format_and_lr_is_the_next_updates(tmp_path):
     for k, result in enumerate(results, start=1):
         assert list(norms[k]) == list(result.local_norms)
         assert all(np.float32(norms[k][n]) == np.float32(v) for n, v in result.local_norms.items())
-        saved = np.load(tmp_path / "grads" / f"step_{k}" / "decoder.layers.1.mlp.linear_fc1.weight.npy")
+        saved = np.load(tmp_path / "grads" / f"step_{k}" / "grads" / "decoder.layers.1.mlp.linear_fc1.weight.npy")
         assert saved.dtype == np.float32
         assert float((saved.astype(np.float64) ** 2).sum()) == pytest.approx(
             result.local_norms["decoder.layers.1.mlp.linear_fc1.weight"], rel=1e-5)

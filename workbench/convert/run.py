@@ -89,7 +89,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
         _refuse_unreadable_dtypes(source, allow_unmapped)
         metas = source.metas()
         arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped))
-        framework = CONTAINER_FRAMEWORK.get(type(source).__name__)
+        framework = getattr(source, "framework", None) or CONTAINER_FRAMEWORK.get(type(source).__name__)
         candidates = spec.formats_for(arch_spec, framework) if framework and not source_format else None
         fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
         given = spec.params_from_config(config) if config else _carried_params(path, framework)

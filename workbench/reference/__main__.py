@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--save", default="", help="comma list: megatron, hf (torch side); mindspore")
     train.add_argument("--tp", type=int, default=1, help="tensor-parallel shards of the saved Megatron checkpoint")
     train.add_argument("--pp", type=int, default=1, help="pipeline stages of the saved Megatron checkpoint")
-    train.add_argument("--grads", action="store_true", help="write out/grads/step_N/<param>.npy")
+    train.add_argument("--grads", action="store_true", help="write out/grads/step_N/grads/<param>.npy + manifest.json (the step store)")
     train.add_argument("--local-norms", action="store_true", help="log per-parameter local norms")
     train.add_argument("--qkv-concat", action="store_true", help="MindSpore side: fused w_qkv / w_gate_hidden")
     train.add_argument("--no-jit", action="store_true", help="MindSpore side: PyNative instead of graph mode")

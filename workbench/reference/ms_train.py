@@ -206,7 +206,8 @@ class MindFormersStyleTrainer:
                 result = self.step(input_ids, labels)
                 results.append(result)
                 if grads_dir is not None:
-                    save_grads(grads_dir, result.step, result.grads)
+                    save_grads(grads_dir, result.step, result.grads, {"lr": result.lr, "loss_scale": 1.0,
+                                                                      "grad_norm": result.global_norm, "side": "mindformers"})
                 if writer is not None:
                     self._log(writer, result, steps, len(input_ids))
         finally:

@@ -221,7 +221,8 @@ class MegatronStyleTrainer:
             batch = next(batch_iterator)
             result = self.step(batch, keep_grads=grads_dir is not None)
             if grads_dir is not None:
-                save_grads(grads_dir, self.iteration, result.grads)
+                save_grads(grads_dir, self.iteration, result.grads, {"lr": result.lr, "grad_norm": result.grad_norm,
+                                                                     "loss_scale": 1.0, "side": "megatron"})
             lines += self.log_lines(result, train_iters, int(np.asarray(batch["tokens"]).shape[0]))
             results.append(result)
         if log_path is not None:

@@ -31,16 +31,17 @@ PP = 1 (with pipeline parallelism tokens and labels live on different stages).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from ..fileio import atomic_path, link_into_place, write_text
+from ..fileio import link_into_place
 from .layout import Layout, load_knowledge
+from .npy_writer import (drop_manifest, restart_folder, save_npy_atomic, to_numpy, write_json_atomic,
+                         write_manifest_last)
+
+__all__ = ["BatchCapture", "capture_batch", "save_npy_atomic", "to_numpy", "write_json_atomic"]
 
 FIELDS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
 MANIFEST_FORMAT = "workbench.capture.manifest/1"
@@ -63,44 +64,12 @@ from workbench.replay.capture import capture_batch
 '''
 
 
-def to_numpy(value) -> np.ndarray | None:
-    """A torch tensor (any device, bf16 included) or array-like → numpy; None stays None."""
-    if value is None:
-        return None
-    if hasattr(value, "detach"):
-        value = value.detach()
-        if str(getattr(value, "dtype", "")) == "torch.bfloat16":
-            value = value.float()
-        return value.cpu().numpy()
-    return np.asarray(value)
-
-
 def _env_int(names: tuple[str, ...], default: int) -> int:
     for name in names:
         text = os.environ.get(name)
         if text not in (None, ""):
             return int(text)
     return default
-
-
-def save_npy_atomic(path: Path, array: np.ndarray) -> dict:
-    """``np.save`` to a ``.part`` file beside ``path``, then rename; returns its manifest entry.
-
-    The sha256 is that of the file: the header bytes read back plus the array's memory (the
-    bytes ``np.save`` wrote), so the data is not serialised twice.
-    """
-    array = np.require(array, requirements="C")
-    with atomic_path(path) as temporary, open(temporary, "w+b") as out:
-        np.lib.format.write_array(out, array, allow_pickle=False)
-        size = out.tell()
-        out.seek(0)
-        digest = hashlib.sha256(out.read(size - array.nbytes))
-        digest.update(memoryview(array.reshape(-1).view(np.uint8)) if array.size else b"")
-    return {"shape": list(array.shape), "dtype": str(array.dtype), "sha256": digest.hexdigest(), "bytes": size}
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    write_text(path, json.dumps(data, indent=1))
 
 
 class BatchCapture:
@@ -136,12 +105,7 @@ class BatchCapture:
     def _start_step(self, iteration: int) -> None:
         self.finalize()
         self.iteration, self.micro_batch, self._entries, self._finalized = iteration, 0, {}, False
-        folder = self.rank_dir(iteration)
-        if folder.exists():  # captured before (a resumed run): the old manifest goes first
-            if self.layout.manifest and (folder / self.layout.manifest).exists():
-                (folder / self.layout.manifest).unlink()
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        restart_folder(self.rank_dir(iteration), self.layout.manifest)  # a resumed run: old manifest goes first
 
     def _link_repeat(self, name: str, array: np.ndarray, target: Path) -> dict | None:
         """A large array equal to the last one written (the causal mask): hard-link that file instead."""
@@ -165,9 +129,7 @@ class BatchCapture:
         if iteration != self.iteration:
             self._start_step(iteration)
         elif self._finalized:  # more micro-batches than announced: the manifest is stale until re-finalized
-            manifest = self.rank_dir(iteration) / (self.layout.manifest or "")
-            if self.layout.manifest and manifest.exists():
-                manifest.unlink()
+            drop_manifest(self.rank_dir(iteration), self.layout.manifest)
             self._finalized = False
         arrays = dict(zip(FIELDS, (tokens, labels, loss_mask, attention_mask, position_ids), strict=True))
         for name in FIELDS[:3]:
@@ -202,7 +164,7 @@ class BatchCapture:
         if self.micro_batches is not None and self.micro_batch < self.micro_batches:
             return  # fewer micro-batches than Megatron runs per step: leave the step incomplete
         if self.layout.manifest:
-            write_json_atomic(self.rank_dir(self.iteration) / self.layout.manifest, {
+            write_manifest_last(self.rank_dir(self.iteration), self.layout.manifest, {
                 "format": MANIFEST_FORMAT, "step": self.iteration, "rank": self.dp_rank,
                 "dp_world": self.dp_world, "micro_batches": self.micro_batch, "files": self._entries})
 

@@ -61,14 +61,21 @@ def load_npy(path: Path, verify_sha256: str | None = None) -> np.ndarray:
 
 def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from a ``.npy`` header (reads a few hundred bytes), checked against the file size."""
+    shape, dtype, _ = npy_layout(path)
+    return shape, dtype
+
+
+def npy_layout(path: Path, c_order: bool = False) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, data offset) of a ``.npy``, the header checked against the file size
+    (``c_order``: a Fortran-order file is refused, for readers that memory-map the data)."""
     if not os.path.lexists(path):
         raise CaptureError(str(path), "file not found", "re-capture this step", check="missing")
     try:
         size = input_stat(path, regular=True).st_size
         with open(path, "rb") as handle:
-            shape, dtype, offset = _header(handle)
+            shape, dtype, offset = _header(handle, c_order)
         _check_claim(shape, dtype, size - offset, str(path))
-        return shape, dtype
+        return shape, dtype, offset
     except CaptureError:
         raise
     except InputError as error:
@@ -80,11 +87,13 @@ def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
 _BAD_NPY = (ValueError, EOFError, OSError, SyntaxError, RecursionError, MemoryError)
 
 
-def _header(handle) -> tuple[tuple[int, ...], np.dtype, int]:
+def _header(handle, c_order: bool = False) -> tuple[tuple[int, ...], np.dtype, int]:
     """(shape, dtype, offset of the data) of the ``.npy`` stream at ``handle``'s position."""
     version = np.lib.format.read_magic(handle)
     reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, _, dtype = reader(handle)
+    shape, fortran_order, dtype = reader(handle)
+    if c_order and fortran_order and len(shape) > 1:
+        raise ValueError("Fortran-order array (the memory map reads C order; save with np.ascontiguousarray)")
     return tuple(shape), dtype, handle.tell()
 
 

@@ -8,6 +8,7 @@ Readers (:func:`open_source`)::
     model_optim_rng.pt | iter_* folder with mp_rank_* | save root with the tracker file  Megatron legacy
     iter_* folder with .metadata + *.distcp | save root whose iteration has them          Megatron torch_dist
     x.ckpt | folder holding exactly one .ckpt                                            MindSpore
+    step_N/KIND/ folder (KIND from datasets/step_store.yaml: grads, params_after, ...)    step store
 
 Writers (:func:`open_sink`): ``.ckpt`` (MindSpore), ``.safetensors`` (one file), or a folder
 (sharded safetensors with ``model.safetensors.index.json``).
@@ -25,7 +26,7 @@ from .base import TensorMeta, TensorSink, TensorSource
 DEFAULT_SHARD_BYTES = 5 * 1000 ** 3          # Hugging Face's default max_shard_size "5GB"
 FORMATS = ("ckpt", "safetensors", "safetensors-dir")
 _LOOKED_FOR = ("model.safetensors[.index.json], pytorch_model.bin[.index.json], *.safetensors, one *.ckpt, "
-               "latest_checkpointed_iteration.txt, mp_rank_* folders, .metadata")
+               "latest_checkpointed_iteration.txt, mp_rank_* folders, .metadata, a step_N/KIND/ step-store folder")
 
 
 def open_source(path: Path | str) -> TensorSource:
@@ -78,6 +79,11 @@ def _open_folder(path: Path) -> TensorSource:
     from .megatron_legacy import TRACKER_FILE
     from .torch_dist import is_torch_dist
 
+    from .step_store import is_step_store_folder
+
+    if is_step_store_folder(path):
+        from .step_store import StepStoreSource
+        return StepStoreSource(path)
     if is_torch_dist(path):
         from .torch_dist import TorchDistSource
         return TorchDistSource(path)
