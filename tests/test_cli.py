@@ -143,3 +143,14 @@ def test_checklist_never_imports_torch_or_mindspore():
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_output_into_a_pipe_closed_early_stops_quietly(tmp_path):
+    """`workbench checklist ... | head`: the reader has gone; one quiet exit (141, as SIGPIPE), no traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "workbench", "checklist", str(EXAMPLE_MEGATRON),
+                                str(EXAMPLE_MINDFORMERS), "--format", "json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process.stdout.close()                                  # the reader leaves before the first byte
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr

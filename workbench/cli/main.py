@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .. import __version__
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"workbench: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:              # `workbench ... | head`: the reader left; stop quietly, like cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())      # Python's final flush of stdout must not fail again
+        return 128 + 13                          # SIGPIPE's exit status
     except (KeyboardInterrupt, Terminated) as interruption:
         if args.debug:
             import traceback
