@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -174,3 +175,11 @@ def test_the_snippet_is_valid_python_calling_the_real_functions():
     compile(body, "snippet", "exec")
     assert "capture_gradients(" in body and "capture_after_step(" in body and "curr_iteration + 1" in body
     assert sys.modules["workbench.replay.grad_capture"]
+
+
+def test_importing_the_capture_does_not_import_torch():
+    import subprocess
+
+    code = "import sys, workbench.replay.grad_capture; assert 'torch' not in sys.modules, 'torch imported'"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1]).returncode == 0

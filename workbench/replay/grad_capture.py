@@ -22,6 +22,10 @@ right after it (``megatron_train_step_snippet`` below). Both write through the s
   ``weight_decay``, parameter names), ``lr`` when every group has the same one, and ``loss_scale``,
   ``grad_norm`` (before clipping), ``clip_coeff`` when given. Megatron's gradients are scaled by the
   loss scale at this point (``optimizer.step()`` unscales them).
+- **Megatron facts used**: the hook point is ``train_step``'s ``optimizer.step()`` (Megatron-LM
+  megatron/training/training.py); the clip coefficient ``clip_grad / (norm + 1e-6)``, applied below 1
+  (megatron/core/optimizer/clip_grads.py); fp16/bf16 params paired with fp32 masters in
+  ``float16_groups`` / ``fp32_from_float16_groups`` (megatron/core/optimizer/optimizer.py).
 - No torch import at module import time, and no process group: each rank writes what it holds.
 """
 from __future__ import annotations
