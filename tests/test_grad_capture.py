@@ -183,3 +183,15 @@ def test_importing_the_capture_does_not_import_torch():
     code = "import sys, workbench.replay.grad_capture; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1]).returncode == 0
+
+
+def test_a_chained_optimizer_is_unwrapped_and_the_distributed_optimizer_refused(adamw_step, tmp_path):
+    net, optimizer = adamw_step["net"], adamw_step["optimizer"]
+    chained = SimpleNamespace(chained_optimizers=[SimpleNamespace(optimizer=optimizer)])   # Megatron's ChainedOptimizer
+    capture_after_step(Wrapper(net), chained, tmp_path, 2)
+    first, meta = read(tmp_path / "step_2" / "exp_avg")
+    assert set(first) == {name for name, _ in net.named_parameters()} and meta["optimizer_step"] == 1
+    DistributedOptimizer = type("DistributedOptimizer", (), {"optimizer": optimizer})
+    with pytest.raises(ValueError, match="without --use-distributed-optimizer"):
+        capture_after_step(net, DistributedOptimizer(), tmp_path / "dist", 1)
+    assert not (tmp_path / "dist").exists()
