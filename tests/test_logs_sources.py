@@ -52,7 +52,7 @@ def test_wide_and_long_tables_and_jsonl(tmp_path):
     (tmp_path / "long.jsonl").write_text('{"step": 1, "metric": "learning_rate", "value": 0.001}\n\n')
     assert read_table(tmp_path / "long.jsonl").metric("lr").tolist() == [0.001]
     (tmp_path / "bad.jsonl").write_text("[" * 100_000 + "\n")
-    with pytest.raises(InputError, match=r"bad.jsonl:1: not a JSON object"):
+    with pytest.raises(InputError, match=r"bad.jsonl:1: JSON line nests 100000 levels"):
         read_table(tmp_path / "bad.jsonl")
     (tmp_path / "nostep.csv").write_text("loss\n1\n")
     with pytest.raises(InputError, match="no step column"):
@@ -136,3 +136,16 @@ def test_patch_lists_belong_to_the_next_iteration_line(tmp_path):
     (tmp_path / "none.log").write_text(json.dumps({"x": 1}))
     with pytest.raises(InputError, match="no \\[tensor"):
         read_patch_lists(tmp_path / "none.log")
+
+
+def test_hostile_jsonl_is_one_line_naming_the_line(tmp_path):
+    cases = {b'{"step": 1, "loss": 2.0}\n' + b"[" * 50_000 + b"]" * 50_000 + b"\n": ":2: JSON line nests 50000 levels",
+             b'{"step": 1, "loss": 2.0}\n{"step": 2, "loss": \xff}\n': ":2: not UTF-8",
+             b'{"step": 1, "loss": 2.0}\n{"step": 2, "lo': ":2:",                       # truncated
+             b'{"step": 1}\n[1, 2]\n': ":2: expected a JSON object"}
+    for index, (content, words) in enumerate(cases.items()):
+        path = tmp_path / f"series_{index}.jsonl"
+        path.write_bytes(content)
+        with pytest.raises(InputError) as caught:
+            read_table(path)
+        assert words in str(caught.value) and str(path) in str(caught.value), str(caught.value)

@@ -57,6 +57,21 @@ def test_sharded_bin_with_index(tmp_path):
         assert all(source.read(n).tobytes() == bits(sd[n]) for n in names)
 
 
+
+@pytest.mark.parametrize("index, words", [
+    ('{"weight_map": ["a.bin"]}', "weight_map is a list"),
+    ('{"weight_map": {"w": 3}}', "a weight_map file name is an integer"),
+    ('{"weight_map": {"w": "../../etc/passwd"}}', "outside the index's folder"),
+    ('[1, 2]', "the index is a list"),
+    ('{"weight_map": {"w": "a.bin"', "invalid checkpoint index"),                   # truncated
+    ('[' * 100_000 + ']' * 100_000, "nests 100000 levels"),                          # deep nesting
+])
+def test_a_hostile_bin_index_is_one_line(tmp_path, index, words):
+    (tmp_path / INDEX_FILE).write_text(index)
+    with pytest.raises(InputError, match=words) as caught:
+        TorchFileSource(tmp_path / INDEX_FILE)
+    assert str(tmp_path / INDEX_FILE) in str(caught.value) and "\n" not in str(caught.value)
+
 def test_nested_dict_with_key_path_and_non_tensors(tmp_path):
     import argparse
 

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, location
+from ..input_files import parse_json, read_text
 from .schema import DEFINITIONS, LOCAL_NORM_COLUMNS, METRICS, SERIES_COLUMNS, LogSeries
 from .tables import frame
 
@@ -131,24 +132,18 @@ def read_msprobe_monitor(path: Path | str, run: str | None = None) -> LogSeries:
 def read_table(path: Path | str, run: str | None = None) -> LogSeries:
     """A CSV or JSONL series: wide (a step column and one column per metric) or long
     (step, metric, value). Column names are matched through ``columns`` of the sources file."""
-    import json
-
     path = Path(path)
     aliases = load_sources().columns
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         records = []
-        with open(path, encoding="utf-8", errors="strict") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        record = json.loads(line)
-                    except (ValueError, RecursionError) as error:
-                        raise InputError(location(path, number), f"not a JSON object ({str(error)[:80]})",
-                                         "one JSON object per line") from None
-                    if not isinstance(record, dict):
-                        raise InputError(location(path, number), f"expected a JSON object, found {type(record).__name__}",
-                                         "one JSON object per line")
-                    records.append((number, record))
+        text = read_text(path, what="JSONL series")          # bounded, UTF-8 checked with the line
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                record = parse_json(line, location(path, number), what="JSON line")   # nesting bounded
+                if not isinstance(record, dict):
+                    raise InputError(location(path, number), f"expected a JSON object, found {type(record).__name__}",
+                                     "one JSON object per line")
+                records.append((number, record))
     else:
         records = list(enumerate(_rows(path), start=2))
     rows = []

@@ -8,7 +8,6 @@ comes back as a numpy view of the mapped storage (bf16 as its raw ``uint16`` bit
 """
 from __future__ import annotations
 
-import json
 import pickle
 import re
 from pathlib import Path
@@ -144,12 +143,15 @@ def bin_files(path: Path) -> list[Path]:
                              "pass the checkpoint file itself")
     if not path.name.endswith(".json"):
         return [path]
-    try:
-        weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise InputError(str(path), f"not an index with a weight_map ({error})", "pass the index beside the shards") \
-            from None
-    return [path.parent / name for name in dict.fromkeys(weight_map.values())]
+    from ..input_files import expect, read_json
+
+    fix = "pass the index beside the shards"
+    index = expect(read_json(path, what="checkpoint index"), dict, str(path), "the index", fix)
+    weight_map = expect(index.get("weight_map"), dict, str(path), "weight_map", fix)
+    shards = [expect(name, str, str(path), "a weight_map file name", fix) for name in weight_map.values()]
+    if any("/" in name or name in ("", ".", "..") for name in shards):
+        raise InputError(str(path), "weight_map names a file outside the index's folder", fix)
+    return [path.parent / name for name in dict.fromkeys(shards)]
 
 
 class TorchFileSource(SourceBase):
