@@ -22,13 +22,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..report.result import Figure, Result
-from .schema import LogSeries
-
-DEFINITION_TRAITS = {            # definition -> (squared, scope)
-    "sum_sq_step": (True, "step"), "sum_sq_reduced": (True, "step"), "l2_reduced": (False, "step"),
-    "l2_unreduced": (False, "step"), "l2_micro_step": (False, "micro_step"),
-    "l2_over_grad_factor": (False, "micro_step"),
-}
+from .schema import DEFINITION_TRAITS, LogSeries
 GROUP_COLUMNS = ("step", "label", "kind", "layer", "module", "reference_names", "candidate_names",
                  "reference_sum_sq", "candidate_sum_sq", "relative_difference", "status")
 

@@ -66,6 +66,13 @@ DEFINITIONS = {
 }
 
 
+DEFINITION_TRAITS = {            # definition -> (the value is a sum of squares, the span it covers)
+    "sum_sq_step": (True, "step"), "sum_sq_reduced": (True, "step"), "l2_reduced": (False, "step"),
+    "l2_unreduced": (False, "step"), "l2_micro_step": (False, "micro_step"),
+    "l2_over_grad_factor": (False, "micro_step"),
+}
+assert set(DEFINITION_TRAITS) == set(DEFINITIONS), "every definition has its traits, beside its meaning"
+
 @dataclass
 class LogSeries:
     """What a log reader returns: the two tables, what the reader learned, and what it noticed."""
