@@ -71,6 +71,11 @@ class CapturedStep:
         array = spec.materialize(self._steps[name], self._sources[kind].read)
         return np.ascontiguousarray(array, dtype=np.float32)
 
+    def logical(self, name: str) -> str:
+        """The spec's logical name of a target tensor (``embed``, ``layers.0.attn.q``, ``lm_head``)."""
+        parts = self._steps[name].parts
+        return parts[0].logical if parts else name
+
     def where(self, kind: str, name: str) -> str:
         """The capture file(s) behind ``name`` of ``kind``, for messages."""
         folder = self.folders.get(kind, self.root)
