@@ -115,8 +115,9 @@ def _row(data: ParamData, ours: tuple, wd: float, rtol: float) -> dict:
     return row
 
 
-def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckOptions = CheckOptions()):
-    """The data of the check: (rows, settings, implementation name, facts, diagnosis, partial fits)."""
+def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckOptions | None = None):
+    """The data of the check: (rows, settings, reference settings, facts, diagnosis, partial fits)."""
+    options = options or CheckOptions()
     capture = Path(capture)
     update = pick_step(capture, options.step)
     settings = mindformers_settings(mindformers_yaml, update)
