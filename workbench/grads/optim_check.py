@@ -80,10 +80,20 @@ def _require(captured: CapturedStep, update: int) -> None:
         if not captured.has(kind):
             raise InputError(str(captured.root / f"step_{update}" / kind), f"update {update} has no {kind}",
                              "capture with capture_gradients(..., params=True) and capture_after_step")
-    if update > 1 and not captured.has(PREVIOUS + "exp_avg"):
-        raise InputError(str(captured.root / f"step_{update - 1}" / "exp_avg"), f"update {update} starts from Adam "
-                         f"state that was not captured (update {update - 1}'s exp_avg / exp_avg_sq)",
-                         "check update 1, or capture the state of the update before")
+    for kind in ("exp_avg", "exp_avg_sq"):
+        if update > 1 and not captured.has(PREVIOUS + kind):
+            raise InputError(str(captured.root / f"step_{update - 1}" / kind), f"update {update} starts from Adam "
+                             f"state that was not captured (update {update - 1}'s {kind})",
+                             "check update 1, or capture the state of the update before")
+
+
+def _loss_scale(captured: CapturedStep) -> float:
+    """The capture's loss scale (its gradients are divided by it), 1.0 when not recorded."""
+    value = float(captured.meta.get("loss_scale", 1.0))
+    if not (np.isfinite(value) and value > 0):
+        raise InputError(f"{captured.folders[GRADS] / 'manifest.json'}: loss_scale", f"expected a positive number, "
+                         f"found {value}", "capture again with the loss scale the step used (1.0 without scaling)")
+    return value
 
 
 def _global_norm(captured: CapturedStep, loss_scale: float) -> float:
@@ -92,6 +102,13 @@ def _global_norm(captured: CapturedStep, loss_scale: float) -> float:
         grad = captured.read(GRADS, name).astype(np.float64) / loss_scale
         total += float(np.vdot(grad, grad))
     return float(np.sqrt(total))
+
+
+def _clip_coefficient(clip: float | None, norm: float) -> float:
+    """``max_norm / (norm + 1e-6)`` below 1 (MindFormers ClipGradNorm); nan when the norm is (nan/inf gradients)."""
+    if not clip:
+        return 1.0
+    return min(1.0, clip / (norm + 1e-6)) if np.isfinite(norm) else float("nan")
 
 
 def _rel(a: np.ndarray | None, b: np.ndarray | None) -> float:
@@ -110,6 +127,9 @@ def _row(data: ParamData, ours: tuple, wd: float, rtol: float) -> dict:
            "update_cosine": float(np.vdot(change_ours, change_ref) / norms) if norms > 0 else float("nan"),
            "update_rel_diff": float(np.linalg.norm(change_ours - change_ref) / max(np.linalg.norm(change_ref), 1e-30)),
            "exp_avg_rel_diff": _rel(m, data.m_ref), "exp_avg_sq_rel_diff": _rel(v, data.v_ref)}
+    if not all(np.isfinite(x).all() for x in (p1, data.p1_ref, *(y for y in (m, v, data.m_ref, data.v_ref) if y is not None))):
+        row["status"] = "non-finite"        # nan/inf on either side: never "ok", never a ratio
+        return row
     worst = max(x for x in (row["max_rel_diff"], row["exp_avg_rel_diff"], row["exp_avg_sq_rel_diff"]) if x == x)
     row["status"] = "ok" if worst <= rtol else "differs"
     return row
@@ -125,9 +145,9 @@ def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckO
     impl = implementation(settings.rule, options.use_mindformers)
     with open_captured_step(capture, update, arch=options.arch, config=Path(mindformers_yaml)) as captured:
         _require(captured, update)
-        loss_scale = float(captured.meta.get("loss_scale", 1.0) or 1.0)
+        loss_scale = _loss_scale(captured)
         norm = _global_norm(captured, loss_scale)
-        coeff = min(1.0, settings.clip / (norm + 1e-6)) if settings.clip else 1.0
+        coeff = _clip_coefficient(settings.clip, norm)
         rows, estimates, pool = [], Estimates(), UpdatePool(impl, settings)
         for name in _progress(captured.names, options.progress, "optimizer"):
             data = _read(captured, name, update, loss_scale, category(captured, name, len(captured.shape(name))))

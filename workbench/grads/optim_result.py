@@ -44,12 +44,17 @@ def optim_check(capture: Path | str, mindformers_yaml: Path | str, options: Chec
 
 def _summary(table: pd.DataFrame, failed: bool, diagnosis: list[Hypothesis], partial: list[Hypothesis], facts: dict,
              rtol: float) -> list[str]:
-    worst = table.loc[table["max_rel_diff"].idxmax()] if len(table) else None
+    finite = table["max_rel_diff"].dropna()
+    worst = table.loc[finite.idxmax()] if len(finite) else None
     lines = [f"{len(table) - int((table['status'] != 'ok').sum())} of {len(table)} parameters within {rtol:g} "
              f"(weights after the step and Adam moments, max |diff| / max |reference|)"]
     if failed and worst is not None:
         lines.append(f"worst weights: {worst['name']} ({worst['category']}) relative difference {worst['max_rel_diff']:.3g}, "
                      f"update cosine {worst['update_cosine']:.6f}")
+    non_finite = table.loc[table["status"] == "non-finite", "name"]
+    if len(non_finite):
+        lines.insert(1, f"{len(non_finite)} parameter(s) with nan/inf after the step (e.g. {non_finite.iloc[0]}); "
+                        f"global gradient norm {facts['grad_norm']:.6g}")
     for hypothesis in diagnosis:
         lines.append(f"cause ({hypothesis.key}): {hypothesis.claim} — this alone reproduces the reference's update "
                      f"(residual {hypothesis.score:.2g} ≤ {facts['fit_tol']:g})")
