@@ -40,10 +40,13 @@ TINY = 1e-30
 
 @dataclass
 class ParamData:
-    """One parameter's captured tensors (float64), under the configured side's name."""
+    """A slice of one parameter's captured tensors (flat, float64), under the configured side's name.
+
+    Adam is elementwise, so a parameter is processed in slices and every score below is a sum over them."""
 
     name: str
     category: str                   # embedding | output layer | bias | 1-D | weight
+    ndim: int                       # the whole parameter's (weight decay grouping looks at it)
     p0: np.ndarray
     grad: np.ndarray                # unscaled (÷ loss scale), before clipping
     p1_ref: np.ndarray
@@ -67,21 +70,37 @@ class Hypothesis:
 
 def predict(data: ParamData, settings: OptimizerSettings, coeff: float, update: int, decays: bool | None = None):
     """(weights after, m, v) of the float64 model under ``settings``."""
-    decayed = settings.decays(data.name, data.p0.ndim) if decays is None else decays
+    decayed = settings.decays(data.name, data.ndim) if decays is None else decays
     step = AdamStep(settings.lr, settings.beta1, settings.beta2, settings.eps,
                     settings.weight_decay if decayed else 0.0, settings.bias_correction, update)
     return adam_update(data.p0, data.grad * coeff, step, data.m_prev, data.v_prev)
 
 
-def residual(data: ParamData, predicted) -> float:
-    """Worst of: weights (relative to the reference's change) and each captured moment (relative to it)."""
-    p1, m, v = predicted
-    change = np.linalg.norm(data.p1_ref - data.p0)
-    scores = [np.linalg.norm(p1 - data.p1_ref) / max(change, np.linalg.norm(data.p1_ref) * 1e-7, TINY)]
-    for ours, ref in ((m, data.m_ref), (v, data.v_ref)):
-        if ref is not None:
-            scores.append(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), TINY))
-    return float(max(scores))
+class Residual:
+    """Sums of squares over a parameter's slices; :meth:`score` is the worst of: the weights' difference
+    relative to the reference's change, and each captured moment's difference relative to the moment."""
+
+    def __init__(self):
+        self.sums = np.zeros(7)          # |p1-ref|², |ref-p0|², |ref|², |m-mref|², |mref|², |v-vref|², |vref|²
+        self.moments = [False, False]
+
+    def add(self, data: ParamData, predicted) -> None:
+        p1, m, v = predicted
+        self.sums[:3] += (_sq(p1 - data.p1_ref), _sq(data.p1_ref - data.p0), _sq(data.p1_ref))
+        for index, (ours, ref) in enumerate(((m, data.m_ref), (v, data.v_ref))):
+            if ref is not None:
+                self.moments[index] = True
+                self.sums[3 + 2 * index: 5 + 2 * index] += (_sq(ours - ref), _sq(ref))
+
+    def score(self) -> float:
+        root = np.sqrt(self.sums)
+        scores = [root[0] / max(root[1], root[2] * 1e-7, TINY)]
+        scores += [root[3 + 2 * i] / max(root[4 + 2 * i], TINY) for i in range(2) if self.moments[i]]
+        return float(max(scores))
+
+
+def _sq(array: np.ndarray) -> float:
+    return float(np.vdot(array, array))
 
 
 @dataclass
@@ -96,7 +115,7 @@ class Estimates:
     beta1_den: float = 0.0
     beta2_num: float = 0.0
     beta2_den: float = 0.0
-    wd_hat: dict[str, float] = field(default_factory=dict)
+    wd_sums: dict[str, list[float]] = field(default_factory=dict)   # name -> [−⟨decay part, p0⟩, lr·⟨p0, p0⟩]
     ndim: dict[str, int] = field(default_factory=dict)
     category: dict[str, str] = field(default_factory=dict)
     has_state: bool = True
@@ -106,8 +125,11 @@ class Estimates:
         ours, ref = p1 - data.p0, data.p1_ref - data.p0
         self.lr_num += float(np.vdot(ref, ours))
         self.lr_den += float(np.vdot(ours, ours))
-        self.ndim[data.name], self.category[data.name] = data.p0.ndim, data.category
-        self.wd_hat[data.name] = _weight_decay_estimate(data, settings, coeff, update)
+        self.ndim[data.name], self.category[data.name] = data.ndim, data.category
+        sums = self.wd_sums.setdefault(data.name, [0.0, 0.0])
+        plain = predict(data, settings, coeff, update, decays=False)[0]
+        sums[0] -= float(np.vdot(data.p1_ref - plain, data.p0))          # the decay part is −lr·ŵ·p0
+        sums[1] += settings.lr * float(np.vdot(data.p0, data.p0))
         if data.m_ref is None or data.v_ref is None:
             self.has_state = False
             return
@@ -122,17 +144,14 @@ class Estimates:
         self.beta2_num += float(np.vdot(data.v_ref - g * g, v0 - g * g))
         self.beta2_den += float(np.vdot(v0 - g * g, v0 - g * g))
 
+    @property
+    def wd_hat(self) -> dict[str, float]:
+        """Per parameter: the weight decay the reference applied, given everything else as configured."""
+        return {name: num / den if den > TINY else 0.0 for name, (num, den) in self.wd_sums.items()}
+
     def ratio(self, num: str, den: str) -> float | None:
         denominator = getattr(self, den)
         return getattr(self, num) / denominator if denominator > TINY else None
-
-
-def _weight_decay_estimate(data: ParamData, settings: OptimizerSettings, coeff: float, update: int) -> float:
-    """The weight decay the reference applied to this parameter, given everything else as configured."""
-    plain = predict(data, settings, coeff, update, decays=False)[0]
-    decay_part = data.p1_ref - plain                  # = −lr·ŵ·p0
-    denominator = settings.lr * float(np.vdot(data.p0, data.p0))
-    return -float(np.vdot(decay_part, data.p0)) / denominator if denominator > TINY else 0.0
 
 
 def candidates(est: Estimates, s: OptimizerSettings, coeff: float, context: dict) -> list[Hypothesis]:
@@ -154,15 +173,15 @@ def candidates(est: Estimates, s: OptimizerSettings, coeff: float, context: dict
 
 
 def _weight_decay_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float) -> list[Hypothesis]:
-    found = []
-    scale = max(s.weight_decay, *[abs(w) for w in est.wd_hat.values()], TINY)
-    reference_decays = {name: est.wd_hat[name] > scale / 2 for name in est.wd_hat}
-    ours = {name: s.decays(name, est.ndim[name]) for name in est.wd_hat}
+    found, wd_hat = [], est.wd_hat
+    scale = max(s.weight_decay, *[abs(w) for w in wd_hat.values()], TINY)
+    reference_decays = {name: wd_hat[name] > scale / 2 for name in wd_hat}
+    ours = {name: s.decays(name, est.ndim[name]) for name in wd_hat}
     differ = [name for name in ours if ours[name] != reference_decays[name]]
     if differ and s.weight_decay > 0:
         found.append(Hypothesis("weight_decay_groups", len({est.category[n] for n in differ}),
                                 _grouping_claim(differ, reference_decays, est.category), s, coeff, reference_decays))
-    both = [est.wd_hat[name] for name in ours if ours[name] and reference_decays[name]]
+    both = [wd_hat[name] for name in ours if ours[name] and reference_decays[name]]
     if both:
         value = float(np.median(both))
         if not np.isclose(value, s.weight_decay, rtol=1e-2):

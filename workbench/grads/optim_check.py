@@ -1,7 +1,9 @@
 """``workbench optim-check``: apply the configured MindSpore optimizer to the reference's captured
 gradients and compare with the reference's own update, parameter by parameter, then say why they differ.
 
-Three streamed passes over the parameters (one tensor of each kind in memory at a time):
+Three streamed passes over the parameters, each parameter in flat slices of ``SLICE`` elements (Adam is
+elementwise; every figure below is a sum or a maximum over slices), so memory follows one tensor of each
+kind plus one slice's working set, whatever the model's size:
 0. the global norm of the unscaled gradients (clipping, as ``runner_wrapper`` configures it);
 1. the real optimizer class (:mod:`.optimizer_apply`) on each parameter from the reference's
    pre-step weights and state → the per-parameter table and the verdict; the estimates the
@@ -17,10 +19,11 @@ import numpy as np
 
 from ..errors import InputError
 from .captured import AFTER, BEFORE, GRADS, PREVIOUS, CapturedStep, open_captured_step
-from .hypotheses import Estimates, Hypothesis, ParamData, candidates, choose, predict, residual
+from .hypotheses import Estimates, Hypothesis, ParamData, Residual, candidates, choose, predict
 from .optimizer_apply import UpdatePool, implementation
 from .optimizer_settings import megatron_settings, mindformers_settings
 
+SLICE = 1 << 18                    # elements per slice (float64 working set ~2 MB per array)
 COLUMNS = ("name", "category", "shape", "weight_decay", "max_abs_diff", "max_rel_diff", "update_cosine",
            "update_rel_diff", "exp_avg_rel_diff", "exp_avg_sq_rel_diff", "status")
 
@@ -66,13 +69,15 @@ def _children(root: Path) -> list[Path]:
     return list(root.iterdir())
 
 
-def _read(captured: CapturedStep, name: str, update: int, loss_scale: float, cat: str) -> ParamData:
-    state = {kind: captured.read(kind, name).astype(np.float64) if captured.has(kind) else None
-             for kind in ("exp_avg", "exp_avg_sq", PREVIOUS + "exp_avg", PREVIOUS + "exp_avg_sq")}
-    return ParamData(name, cat, captured.read(BEFORE, name).astype(np.float64),
-                     captured.read(GRADS, name).astype(np.float64) / loss_scale,
-                     captured.read(AFTER, name).astype(np.float64), state["exp_avg"], state["exp_avg_sq"],
-                     state[PREVIOUS + "exp_avg"], state[PREVIOUS + "exp_avg_sq"])
+def _slices(captured: CapturedStep, name: str, loss_scale: float, cat: str):
+    """The parameter's captured tensors as flat float64 slices (:class:`ParamData`), one slice at a time."""
+    kinds = (BEFORE, GRADS, AFTER, "exp_avg", "exp_avg_sq", PREVIOUS + "exp_avg", PREVIOUS + "exp_avg_sq")
+    flat = {kind: captured.read(kind, name).reshape(-1) for kind in kinds if captured.has(kind)}
+    ndim, size = len(captured.shape(name)), flat[GRADS].size
+    for start in range(0, max(size, 1), SLICE):
+        part = {kind: flat[kind][start:start + SLICE].astype(np.float64) for kind in flat}
+        yield ParamData(name, cat, ndim, part[BEFORE], part[GRADS] / loss_scale, part[AFTER], part.get("exp_avg"),
+                        part.get("exp_avg_sq"), part.get(PREVIOUS + "exp_avg"), part.get(PREVIOUS + "exp_avg_sq"))
 
 
 def _require(captured: CapturedStep, update: int) -> None:
@@ -111,28 +116,45 @@ def _clip_coefficient(clip: float | None, norm: float) -> float:
     return min(1.0, clip / (norm + 1e-6)) if np.isfinite(norm) else float("nan")
 
 
-def _rel(a: np.ndarray | None, b: np.ndarray | None) -> float:
-    if a is None or b is None:
-        return float("nan")
-    return float(np.max(np.abs(a - b), initial=0.0) / max(float(np.max(np.abs(b), initial=0.0)), 1e-30))
+class RowSums:
+    """One parameter's comparison, gathered over its slices."""
 
+    def __init__(self, name: str, cat: str, shape: tuple, weight_decay: float):
+        self.head = {"name": name, "category": cat, "shape": "x".join(map(str, shape)) or "scalar",
+                     "weight_decay": weight_decay}
+        self.maxima = np.zeros(6)      # |p1-ref|, |ref|, |m-mref|, |mref|, |v-vref|, |vref|
+        self.sums = np.zeros(4)        # <d_ours, d_ref>, |d_ours|², |d_ref|², |d_ours - d_ref|²
+        self.moments, self.finite = [False, False], True
 
-def _row(data: ParamData, ours: tuple, wd: float, rtol: float) -> dict:
-    p1, m, v = (x.astype(np.float64) for x in ours)
-    change_ours, change_ref = p1 - data.p0, data.p1_ref - data.p0
-    norms = np.linalg.norm(change_ours) * np.linalg.norm(change_ref)
-    row = {"name": data.name, "category": data.category, "shape": "x".join(map(str, data.p0.shape)) or "scalar",
-           "weight_decay": wd, "max_abs_diff": float(np.max(np.abs(p1 - data.p1_ref), initial=0.0)),
-           "max_rel_diff": _rel(p1, data.p1_ref),
-           "update_cosine": float(np.vdot(change_ours, change_ref) / norms) if norms > 0 else float("nan"),
-           "update_rel_diff": float(np.linalg.norm(change_ours - change_ref) / max(np.linalg.norm(change_ref), 1e-30)),
-           "exp_avg_rel_diff": _rel(m, data.m_ref), "exp_avg_sq_rel_diff": _rel(v, data.v_ref)}
-    if not all(np.isfinite(x).all() for x in (p1, data.p1_ref, *(y for y in (m, v, data.m_ref, data.v_ref) if y is not None))):
-        row["status"] = "non-finite"        # nan/inf on either side: never "ok", never a ratio
+    def add(self, data: ParamData, ours: tuple) -> None:
+        p1, m, v = (x.astype(np.float64) for x in ours)
+        arrays = (p1, data.p1_ref, *(y for y in (m, v, data.m_ref, data.v_ref) if y is not None))
+        self.finite &= all(np.isfinite(x).all() for x in arrays)
+        pairs = ((p1, data.p1_ref), (m, data.m_ref), (v, data.v_ref))
+        for index, (a, b) in enumerate(pairs):
+            if b is not None and b.size:
+                if index:
+                    self.moments[index - 1] = True
+                self.maxima[2 * index] = max(self.maxima[2 * index], float(np.max(np.abs(a - b))))
+                self.maxima[2 * index + 1] = max(self.maxima[2 * index + 1], float(np.max(np.abs(b))))
+        ours_change, ref_change = p1 - data.p0, data.p1_ref - data.p0
+        self.sums += (float(np.vdot(ours_change, ref_change)), float(np.vdot(ours_change, ours_change)),
+                      float(np.vdot(ref_change, ref_change)), float(np.vdot(ours_change - ref_change,
+                                                                            ours_change - ref_change)))
+
+    def row(self, rtol: float) -> dict:
+        rel = [self.maxima[2 * i] / max(self.maxima[2 * i + 1], 1e-30) for i in range(3)]
+        rel = [rel[0], *(rel[i + 1] if self.moments[i] else float("nan") for i in range(2))]
+        norms = np.sqrt(self.sums[1] * self.sums[2])
+        row = {**self.head, "max_abs_diff": float(self.maxima[0]), "max_rel_diff": rel[0],
+               "update_cosine": float(self.sums[0] / norms) if norms > 0 else float("nan"),
+               "update_rel_diff": float(np.sqrt(self.sums[3]) / max(np.sqrt(self.sums[2]), 1e-30)),
+               "exp_avg_rel_diff": rel[1], "exp_avg_sq_rel_diff": rel[2]}
+        if not self.finite:
+            row["status"] = "non-finite"        # nan/inf on either side: never "ok", never a ratio
+        else:
+            row["status"] = "ok" if max(x for x in rel if x == x) <= rtol else "differs"
         return row
-    worst = max(x for x in (row["max_rel_diff"], row["exp_avg_rel_diff"], row["exp_avg_sq_rel_diff"]) if x == x)
-    row["status"] = "ok" if worst <= rtol else "differs"
-    return row
 
 
 def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckOptions | None = None):
@@ -148,13 +170,15 @@ def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckO
         loss_scale = _loss_scale(captured)
         norm = _global_norm(captured, loss_scale)
         coeff = _clip_coefficient(settings.clip, norm)
-        rows, estimates, pool = [], Estimates(), UpdatePool(impl, settings)
+        rows, estimates, pool = [], Estimates(), UpdatePool(impl, settings, pad_to=SLICE)
         for name in _progress(captured.names, options.progress, "optimizer"):
-            data = _read(captured, name, update, loss_scale, category(captured, name, len(captured.shape(name))))
-            wd = settings.weight_decay_of(name, data.p0.ndim)
-            ours = pool.apply(wd, data.p0, data.grad * coeff, update, data.m_prev, data.v_prev)
-            rows.append(_row(data, ours, wd, options.rtol))
-            estimates.add(data, settings, coeff, update)
+            shape = captured.shape(name)
+            cat, wd = category(captured, name, len(shape)), settings.weight_decay_of(name, len(shape))
+            sums = RowSums(name, cat, shape, wd)
+            for data in _slices(captured, name, loss_scale, cat):
+                sums.add(data, pool.apply(wd, data.p0, data.grad * coeff, update, data.m_prev, data.v_prev))
+                estimates.add(data, settings, coeff, update)
+            rows.append(sums.row(options.rtol))
         facts = {"update": update, "arch": captured.arch, "capture_format": captured.source_format,
                  "optimizer_class": impl.name, "settings": settings.describe(), "sources": settings.sources,
                  "grad_norm": norm, "clip_coefficient": coeff, "loss_scale": loss_scale,
@@ -176,11 +200,13 @@ def _diagnose(captured, update, loss_scale, settings, coeff, estimates, context,
     baseline = Hypothesis("configured", 0, "as configured", settings, coeff)
     everything = [baseline, *hypotheses]
     for name in _progress(captured.names, options.progress, "diagnosis"):
-        data = _read(captured, name, update, loss_scale, estimates.category[name])
-        for hypothesis in everything:
-            decays = hypothesis.decays.get(name) if hypothesis.decays else None
-            score = residual(data, predict(data, hypothesis.settings, hypothesis.coeff, update, decays))
-            hypothesis.score = max(hypothesis.score, score)
+        sums = [Residual() for _ in everything]
+        for data in _slices(captured, name, loss_scale, estimates.category[name]):
+            for hypothesis, residual in zip(everything, sums, strict=True):
+                decays = hypothesis.decays.get(name) if hypothesis.decays else None
+                residual.add(data, predict(data, hypothesis.settings, hypothesis.coeff, update, decays))
+        for hypothesis, residual in zip(everything, sums, strict=True):
+            hypothesis.score = max(hypothesis.score, residual.score())
     fitting = [h for h in hypotheses if h.score <= options.fit_tol]
     partial = sorted((h for h in hypotheses if h.score < baseline.score), key=lambda h: h.score)[:3]
     return choose(fitting), ([] if fitting else [baseline, *partial])

@@ -85,8 +85,9 @@ class UpdatePool:
     largest tensor's working set whatever the model's size.
     """
 
-    def __init__(self, impl: Implementation, settings: OptimizerSettings, budget_bytes: int = 256 * 2 ** 20):
-        self.impl, self.settings, self.budget = impl, settings, budget_bytes
+    def __init__(self, impl: Implementation, settings: OptimizerSettings, budget_bytes: int = 256 * 2 ** 20,
+                 pad_to: int | None = None):
+        self.impl, self.settings, self.budget, self.pad_to = impl, settings, budget_bytes, pad_to
         self._cells: OrderedDict = OrderedDict()
 
     def _cell(self, shape: tuple, weight_decay: float):
@@ -107,11 +108,20 @@ class UpdatePool:
 
     def apply(self, weight_decay: float, p0: np.ndarray, grad: np.ndarray, update: int,
               m_prev: np.ndarray | None = None, v_prev: np.ndarray | None = None):
-        """(weights after, exp_avg, exp_avg_sq) as fp32 numpy, from the real optimizer class."""
+        """(weights after, exp_avg, exp_avg_sq) as fp32 numpy, from the real optimizer class.
+
+        With ``pad_to``, 1-D slices shorter than it are padded with zeros (zero weights with zero gradients
+        stay zero under every Adam rule), so every slice runs through one compiled kernel.
+        """
         from mindspore import Tensor
 
         from ..mindspore_quiet import quiet_constant_tensor_warning
 
+        length = p0.shape[0] if p0.ndim == 1 else None
+        if self.pad_to and length is not None and length < self.pad_to:
+            p0, grad, m_prev, v_prev = (None if a is None else _padded(a, self.pad_to) for a in (p0, grad, m_prev, v_prev))
+        else:
+            length = None
         param, optimizer = self._cell(tuple(p0.shape), weight_decay)
         first, second = getattr(optimizer, self.impl.first)[0], getattr(optimizer, self.impl.second)[0]
         param.set_data(_tensor(p0))
@@ -122,7 +132,14 @@ class UpdatePool:
             counter.set_data(Tensor(np.full(counter.shape, update - 1), counter.dtype))
         with quiet_constant_tensor_warning():
             optimizer((_tensor(grad),))
-        return param.asnumpy(), first.asnumpy(), second.asnumpy()
+        return tuple(array[:length] if length is not None else array
+                     for array in (param.asnumpy(), first.asnumpy(), second.asnumpy()))
+
+
+def _padded(array: np.ndarray, length: int) -> np.ndarray:
+    out = np.zeros(length, np.float32)
+    out[:array.shape[0]] = array
+    return out
 
 
 def _tensor(array: np.ndarray):
