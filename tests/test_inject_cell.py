@@ -8,6 +8,7 @@ gradients. A malformed capture is one InputError naming the file and the paramet
 """
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -203,3 +204,10 @@ def test_bad_step_and_position_are_input_errors(clipped, yaml_path):
         InjectTrainOneStepCell(network, optimizer, grads, 0)
     with pytest.raises(InputError, match=r"no gradients for update 3"):
         load_injected_gradients(clipped, 3, network.trainable_params(), config=yaml_path)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mindformers") is not None, reason="tested in the MindFormers tier")
+def test_the_mindformers_wrapper_module_imports_without_mindformers():
+    import workbench.grads.mindformers_wrapper as wrapper_module
+
+    assert wrapper_module.register() is None and not hasattr(wrapper_module, "MFTrainOneStepInjectCell")

@@ -106,7 +106,8 @@ class GradientInjection(nn.Cell):
         return grads
 
 
-def _all_finite(grads) -> Tensor:
+def all_finite(grads) -> Tensor:
+    """True when no gradient holds inf or nan (the overflow test, with ops every device has)."""
     return ops.stack([ops.isfinite(grad).all() for grad in grads]).all()
 
 
@@ -140,7 +141,7 @@ class InjectTrainOneStepCell(nn.Cell):
         grads = self.grad_reducer(grads)
         if self.at == BEFORE_CLIP:
             grads = self.injection(grads)
-        overflow = ops.logical_not(_all_finite(grads))
+        overflow = ops.logical_not(all_finite(grads))
         grads, _, global_norm = _norms_and_clip(grads, self.max_grad_norm)
         if self.at == AFTER_CLIP:
             grads = self.injection(grads)
