@@ -121,7 +121,10 @@ def _open(root: Path, step: int, folders: dict[str, Path], arch, config, target:
 
     described = describe_source(folders[GRADS], arch, config=config)
     grads = stack.enter_context(described.source)
-    plan = spec.build_plan(grads.metas(), described.format, target, described.arch, described.params)
+    try:
+        plan = spec.build_plan(grads.metas(), described.format, target, described.arch, described.params)
+    except InputError as error:      # the plan names the tensor; say which capture folder it is missing from
+        raise InputError(f"{folders[GRADS]}: {error.where}", error.problem, error.fix) from None
     sources = {GRADS: grads}
     for kind, folder in folders.items():
         if kind != GRADS:

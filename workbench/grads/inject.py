@@ -1,7 +1,7 @@
 """Captured gradients in a MindSpore optimizer's parameter order (the injection side of issue 10 §3).
 
 MindSpore's training cells hand the optimizer a tuple of gradients in ``optimizer.parameters`` order
-(``MFTrainOneStepCell.construct``: mindformers core/callback... wrapper order, see docs/optim-check.md).
+(``MFTrainOneStepCell.construct``, mindformers 2.1.0 ``mindformers/wrapper/wrapper.py``; docs/framework-facts.md §5).
 :func:`gradients_in_order` builds that tuple from a :class:`~.captured.CapturedStep` opened with the
 target format of the network (MindFormers names): every optimizer parameter must have a captured
 gradient of its shape, and every captured gradient must be used; otherwise one error names the file
