@@ -211,3 +211,17 @@ def test_the_mindformers_wrapper_module_imports_without_mindformers():
     import workbench.grads.mindformers_wrapper as wrapper_module
 
     assert wrapper_module.register() is None and not hasattr(wrapper_module, "MFTrainOneStepInjectCell")
+
+
+def test_the_cell_and_optim_check_give_the_same_updated_weights(clipped, yaml_path):
+    """The injection Cell (one optimizer over the whole network) and `workbench optim-check` (the same
+    configured optimizer, slice by slice) end at the same weights for the same capture and yaml."""
+    from workbench.grads.optim_check import CheckOptions, run_check
+
+    network, _, _, _, _ = injected_step(clipped, yaml_path, BEFORE_CLIP, CLIP)
+    updated: dict = {}
+    run_check(clipped, yaml_path, CheckOptions(keep_updated=updated, use_mindformers=False))
+    weights = ms_model.get_weights(network)
+    assert sorted(updated) == sorted(weights)
+    for name, value in updated.items():
+        np.testing.assert_allclose(weights[name], value, rtol=RTOL, atol=ATOL, err_msg=name)

@@ -136,3 +136,34 @@ def test_a_truncated_capture_is_one_message_naming_the_file(tmp_path, captures):
     with pytest.raises(ValueError) as error:
         wrapper_from_yaml(tmp_path, root, captures["yaml"], net, "before_clip")
     assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_optim_check_applies_mindformers_own_adamw_and_matches_the_runner_wrapper(tmp_path, captures):
+    """With MindFormers installed, optim-check applies ``mindformers.core.optim.AdamW`` (one instance reused
+    slice after slice: checked against a fresh one); its updated weights equal the registered runner_wrapper's
+    on the real LlamaForCausalLM, and the clean capture passes."""
+    from workbench.grads.optim_check import CheckOptions, run_check
+    from workbench.grads.optimizer_apply import UpdatePool, apply_update, implementation
+    from workbench.grads.optimizer_settings import OptimizerSettings
+
+    impl = implementation("adamw")
+    assert impl.name == "mindformers.core.optim.AdamW"
+    settings = OptimizerSettings("adamw", "AdamW", LR, *BETAS, EPS, WD, None)
+    pool, rng = UpdatePool(impl, settings), np.random.default_rng(0)
+    for update in (1, 2, 2):
+        p0, g = rng.standard_normal(64), rng.standard_normal(64) * 1e-3
+        state = (None, None) if update == 1 else (rng.standard_normal(64) * 1e-4, rng.random(64) * 1e-7)
+        for pooled, fresh in zip(pool.apply(WD, p0, g, update, *state), apply_update(impl, settings, WD, p0, g, update,
+                                                                                       *state), strict=True):
+            np.testing.assert_array_equal(pooled, fresh)
+
+    updated: dict = {}
+    rows, _, _, facts, diagnosis, _ = run_check(captures["clipped"], captures["yaml"], CheckOptions(keep_updated=updated))
+    assert facts["optimizer_class"] == "mindformers.core.optim.AdamW" and not diagnosis
+    assert all(row["status"] == "ok" for row in rows)
+    net = real_llama_at(captures["clipped"], captures["yaml"])
+    wrapper_from_yaml(tmp_path, captures["clipped"], captures["yaml"], net, "before_clip")(input_ids())
+    weights = {p.name: p.asnumpy() for p in net.trainable_params()}
+    assert sorted(weights) == sorted(updated)
+    for name, value in updated.items():
+        np.testing.assert_allclose(weights[name], value, rtol=1e-6, atol=1e-7, err_msg=name)

@@ -37,6 +37,7 @@ class CheckOptions:
     fit_tol: float = 1e-4              # a hypothesis fits: every parameter's residual below this
     use_mindformers: bool | None = None
     progress: bool = False
+    keep_updated: dict | None = None   # filled with name -> our weights after the update (the caller's memory)
 
 
 def category(captured: CapturedStep, name: str, ndim: int) -> str:
@@ -175,9 +176,15 @@ def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckO
             shape = captured.shape(name)
             cat, wd = category(captured, name, len(shape)), settings.weight_decay_of(name, len(shape))
             sums = RowSums(name, cat, shape, wd)
+            kept = []
             for data in _slices(captured, name, loss_scale, cat):
-                sums.add(data, pool.apply(wd, data.p0, data.grad * coeff, update, data.m_prev, data.v_prev))
+                ours = pool.apply(wd, data.p0, data.grad * coeff, update, data.m_prev, data.v_prev)
+                sums.add(data, ours)
                 estimates.add(data, settings, coeff, update)
+                if options.keep_updated is not None:
+                    kept.append(ours[0])
+            if options.keep_updated is not None:
+                options.keep_updated[name] = np.concatenate(kept).reshape(shape)
             rows.append(sums.row(options.rtol))
         facts = {"update": update, "arch": captured.arch, "capture_format": captured.source_format,
                  "optimizer_class": impl.name, "settings": settings.describe(), "sources": settings.sources,
