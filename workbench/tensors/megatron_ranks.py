@@ -155,13 +155,21 @@ class RankMergedSource(SourceBase):
         if [rank.tp for rank, _ in pieces] != list(range(expected)):
             raise InputError(f"{self.path} [{name}]", f"held by tensor-parallel ranks {[r.tp for r, _ in pieces]}, "
                              f"expected 0..{expected - 1}", "a rank file is damaged or from another run")
-        tensors = [rank.tensors[local] for rank, local in pieces]
-        dtypes = {dtype_name(tensor.dtype) for tensor in tensors}
+        shards = [self._shard_meta(rank, local) for rank, local in pieces]
+        dtypes = {dtype for _, dtype in shards}
         if len(dtypes) != 1:
             raise InputError(f"{self.path} [{name}]", f"ranks disagree on dtype: {sorted(dtypes)}", "damaged rank file")
-        shape = merged_shape(rule, name, [tuple(t.shape) for t in tensors], str(pieces[0][0].path))
+        shape = merged_shape(rule, name, [shard_shape for shard_shape, _ in shards], str(pieces[0][0].path))
         self._rules[name] = rule
         self._metas[name] = TensorMeta(name, shape, dtypes.pop())
+
+    # -- one shard (torch tensors here; a subclass holding other tensors overrides both)
+    def _shard_meta(self, rank: RankFile, local: str) -> tuple[tuple[int, ...], str | None]:
+        tensor = rank.tensors[local]
+        return tuple(tensor.shape), dtype_name(tensor.dtype)
+
+    def _shard_array(self, rank: RankFile, local: str) -> np.ndarray:
+        return tensor_to_numpy(rank.tensors[local])
 
     # -- the TensorSource interface
     def metas(self) -> dict[str, TensorMeta]:
@@ -171,7 +179,7 @@ class RankMergedSource(SourceBase):
         if name not in self._metas:
             raise missing_tensor(self.path, name, self._metas)
         pieces = self._pieces[name]
-        arrays = [tensor_to_numpy(rank.tensors[local]) for rank, local in pieces]
+        arrays = [self._shard_array(rank, local) for rank, local in pieces]
         return merge(self._rules[name], name, arrays, str(pieces[0][0].path))
 
     def close(self) -> None:

@@ -91,8 +91,8 @@ def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
     from .step_store import is_step_store_folder
 
     if is_step_store_folder(path):
-        from .step_store import StepStoreSource
-        return StepStoreSource(path)
+        from .step_store import open_step_store
+        return open_step_store(path)
     from .megatron_wgrads import is_megatron_capture
     if is_megatron_capture(path):
         from .megatron_wgrads import MegatronCaptureSource
