@@ -18,9 +18,11 @@ Layout (Megatron-LM ``megatron/training/checkpointing.py`` ``save_grads``, calle
   refused here.
 
 The files carry no Megatron ``args``; the merge rules with ``when: swiglu`` need them. They come
-from, in order: ``swiglu=`` given to the reader; the legacy checkpoint in the same ``--save``
-folder (the tracker's iteration, else the newest ``iter_*``); ``config=`` (a training script, log
-or yaml: ``--config``). Without any, a tensor-parallel capture is a one-line error naming the flag.
+from the checkpoint in the same ``--save`` folder (legacy or torch_dist: the tracker's iteration,
+else the newest ``iter_*``; ``args`` read without unpickling tensors by
+:mod:`workbench.config.megatron_checkpoint`), with ``swiglu`` from ``config=`` (a training script,
+log or yaml: ``--config``) or ``swiglu=`` over it when given. Without any, a tensor-parallel
+capture is a one-line error naming the flag.
 Rank files are loaded with ``torch.load(weights_only=True, mmap=True)`` (:func:`.torch_io.load_torch_file`).
 """
 from __future__ import annotations
@@ -129,20 +131,15 @@ def _rank_file(path: Path, digits: tuple, args: Any) -> RankFile:
 # ----------------------------------------------------------------------------- Megatron args
 
 def _checkpoint_args(save_root: Path) -> tuple[Any, str] | None:
-    """(args, file) from the legacy checkpoint of the same ``--save`` folder, if one is there."""
-    from .megatron_legacy import _args_of, load_rank_file, rank_files
+    """(args, file) from the checkpoint (legacy or torch_dist) in the same ``--save`` folder, if one is there."""
+    from ..config.megatron_checkpoint import find_checkpoint_file, read_checkpoint_args
 
-    tracked = read_tracker(save_root)
-    if tracked is not None:
-        folder = save_root / tracked.folder
-    else:
-        folders = sorted(c for c in save_root.iterdir() if _ITER.match(c.name) and any(c.glob("mp_rank_*/*.pt")))
-        if not folders:
-            return None
-        folder = folders[-1]
-    file = rank_files(folder)[0][0]
-    args = _args_of(load_rank_file(file), file)
-    return (args, str(file)) if args is not None else None
+    has_checkpoint = read_tracker(save_root) is not None or any(
+        any(folder.glob("mp_rank_*/model_optim_rng.pt")) or (folder / "common.pt").is_file()
+        for folder in save_root.glob("iter_*") if folder.is_dir())
+    if not has_checkpoint:
+        return None
+    return argparse.Namespace(**read_checkpoint_args(save_root)), str(find_checkpoint_file(save_root))
 
 
 def args_from_config(config: Path) -> argparse.Namespace:
@@ -183,15 +180,19 @@ class MegatronCaptureSource(RankMergedSource):
 
     @staticmethod
     def _args(folder: Path, found: list, rules: list[ParallelRule], config) -> tuple[Any, str]:
+        """Args from the save folder's checkpoint (sizes, swiglu), ``config``'s swiglu over them."""
         save_root = folder.parent.parent
         carried = _checkpoint_args(save_root) if folder.parent.name in LABELS and save_root.is_dir() else None
-        if carried is not None:
-            return carried
+        args, where = carried if carried is not None else (None, str(folder))
         if config is not None:
-            return args_from_config(Path(config)), str(config)
+            args = argparse.Namespace(**{**(vars(args) if args is not None else {}),
+                                         **vars(args_from_config(Path(config)))})
+            where = where if carried is not None else str(config)
+        if args is not None:
+            return args, where
         tensor_ranks = {digits[0] for _, digits in found if digits}
         if len(tensor_ranks) <= 1:
-            return argparse.Namespace(), str(folder)     # nothing is merged: the rules' flags do not matter
+            return argparse.Namespace(), where          # nothing is merged: the rules' flags do not matter
         raise InputError(str(folder), f"{len(tensor_ranks)} tensor-parallel ranks to merge, and the rules need "
                          f"Megatron's {', '.join('--' + f.replace('_', '-') for f in _needs_args(rules))} setting, "
                          "which the capture files do not carry (no checkpoint in the same --save folder)",
