@@ -78,6 +78,22 @@ def test_args_come_from_the_checkpoint_of_the_same_save_folder(tmp_path, gradien
         assert_merges_to(source, gradients)
 
 
+def test_args_come_from_a_torch_dist_checkpoints_common_pt_and_config_overrides_swiglu(tmp_path, gradients):
+    import argparse
+
+    (tmp_path / f"iter_{ITERATION:07d}").mkdir()
+    torch.save({"args": argparse.Namespace(swiglu=True, tensor_model_parallel_size=2, num_layers=2)},
+               tmp_path / f"iter_{ITERATION:07d}" / "common.pt")                # torch_dist's common state
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text(str(ITERATION))
+    save_wgrads(tmp_path, gradients, tp=2)
+    with open_source(tmp_path / "wgrads") as source:
+        assert source.args.swiglu is True and source.args.num_layers == 2
+        assert_merges_to(source, gradients)
+    (tmp_path / "gelu.sh").write_text(SCRIPT.replace(" --swiglu", ""))
+    with open_source(tmp_path / "wgrads", config=tmp_path / "gelu.sh") as source:   # the user's config wins
+        assert source.args.swiglu is False and source.args.num_layers == 2
+
+
 def test_the_newest_iteration_is_read_and_params_are_read_too(tmp_path, gradients):
     save_wgrads(tmp_path, {name: grad * 0 for name, grad in gradients.items()}, iteration=2)
     save_wgrads(tmp_path, gradients, iteration=10)
