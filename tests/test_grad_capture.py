@@ -266,6 +266,8 @@ def test_a_capture_from_a_tp2_run_merges_to_the_tp1_one(tmp_path, tp, pp):
         for name, tensor in full[kind].items():
             assert np.array_equal(merged[name], tensor.numpy()), (kind, name)
         assert (meta["tp_size"], meta["pp_size"], meta["swiglu"]) == (tp, pp, True)
+    shard, meta = read(tmp_path / "tp2" / "step_1" / "grads" / "mp_rank_01_000")     # one rank folder alone
+    assert meta["tp_rank"] == 1 and all(shard[name].shape[0] <= full["grads"][name].shape[0] for name in shard)
 
 
 def test_a_missing_rank_shard_names_the_folder(tmp_path, capsys):

@@ -31,10 +31,13 @@ _REWRITE = "the file changed after it was written: write this step again"
 
 
 def is_step_store_folder(path: Path) -> bool:
-    """A declared kind folder (``grads``, ...) inside a ``step_{N}`` folder (manifest present or not)."""
+    """A declared kind folder (``grads``, ...) inside a ``step_{N}`` folder (manifest present or not), or one
+    of its rank folders."""
     from ..replay.step_kinds import load_step_layout
 
     layout = load_step_layout()
+    if layout.parse_rank(path.name) is not None:             # one rank's shard: step_N/KIND/mp_rank_TT_PPP/
+        path = path.resolve().parent
     names = {layout.kind_dir.format(kind=kind) for kind in layout.kinds}
     return path.name in names and layout.parse_step(path.resolve().parent.name) is not None
 
