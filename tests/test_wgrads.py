@@ -111,6 +111,13 @@ def test_one_rank_file_of_a_tp1_capture_opens_alone(tmp_path, gradients):
         assert_merges_to(source, gradients)
 
 
+def test_one_rank_file_of_a_tp2_capture_is_refused(tmp_path, gradients):
+    folder = save_wgrads(tmp_path, gradients, tp=2)
+    with pytest.raises(InputError, match="one of the 2 rank files of this iteration") as error:
+        open_source(folder / "mp_rank_00.pth")
+    assert error.value.where == str(folder / "mp_rank_00.pth")
+
+
 def test_convert_gives_mindformers_names(tmp_path, gradients, capsys):
     save_wgrads(tmp_path, gradients, tp=2)
     out = tmp_path / "grads_mf.ckpt"

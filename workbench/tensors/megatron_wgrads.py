@@ -170,13 +170,16 @@ class MegatronCaptureSource(RankMergedSource):
         rules = rules if rules is not None else megatron_parallel_rules()
         folder = given.parent if given.is_file() else capture_folder(given)
         found = _lone_file(given) if given.is_file() else _rank_files(folder)
+        if given.is_file() and len(_rank_files(folder)) > 1:
+            raise InputError(str(given), f"one of the {len(_rank_files(folder))} rank files of this iteration: "
+                             "a shard, not the full tensors", f"pass the folder {folder}")
         self.kind = folder.parent.name if folder.parent.name in LABELS else "wgrads"
         match = _ITER.match(folder.name)
         self.iteration = int(match.group(1)) if match else None
         args, where = self._args(folder, found, rules, config)
         args = with_swiglu(args, swiglu)
         files = [_rank_file(file, digits, args) for file, digits in found]
-        super().__init__(given, files, args, where, rules)
+        super().__init__(given, files, args, where, rules, lone_file=given.is_file())
 
     @staticmethod
     def _args(folder: Path, found: list, rules: list[ParallelRule], config) -> tuple[Any, str]:
