@@ -21,7 +21,7 @@ CONFIG = ModelConfig(num_layers=2, hidden_size=32, num_attention_heads=4, num_kv
                      vocab_size=64, seq_length=16)
 SCRIPT = ("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 32 --num-attention-heads 4 --group-query-attention "
           "--num-query-groups 2 --ffn-hidden-size 48 --swiglu --normalization RMSNorm --seq-length 16 "
-          "--tensor-model-parallel-size 2\n")
+          "--tensor-model-parallel-size {tp} --pipeline-model-parallel-size {pp}\n")
 ITERATION = 5
 
 
@@ -47,9 +47,9 @@ def save_wgrads(save: object, grads: dict, tp: int = 2, pp: int = 1, iteration: 
     return folder
 
 
-def script(tmp_path):
+def script(tmp_path, tp: int = 2, pp: int = 1):
     path = tmp_path / "pretrain.sh"
-    path.write_text(SCRIPT)
+    path.write_text(SCRIPT.format(tp=tp, pp=pp))
     return path
 
 
@@ -63,7 +63,7 @@ def assert_merges_to(source, grads: dict) -> None:
 @pytest.mark.parametrize("tp,pp", [(2, 1), (2, 2), (1, 2)])
 def test_a_tp_pp_capture_merges_to_the_tp1_gradients_bit_for_bit(tmp_path, gradients, tp, pp):
     save_wgrads(tmp_path, gradients, tp, pp)
-    with open_source(tmp_path / "wgrads", config=script(tmp_path)) as source:   # the root: newest iteration
+    with open_source(tmp_path / "wgrads", config=script(tmp_path, tp, pp)) as source:   # the root: newest iteration
         assert isinstance(source, MegatronCaptureSource) and source.iteration == ITERATION
         assert source.kind == "wgrads" and source.tensor_parallel == tp
         assert_merges_to(source, gradients)
@@ -89,7 +89,7 @@ def test_args_come_from_a_torch_dist_checkpoints_common_pt_and_config_overrides_
     with open_source(tmp_path / "wgrads") as source:
         assert source.args.swiglu is True and source.args.num_layers == 2
         assert_merges_to(source, gradients)
-    (tmp_path / "gelu.sh").write_text(SCRIPT.replace(" --swiglu", ""))
+    (tmp_path / "gelu.sh").write_text(SCRIPT.format(tp=2, pp=1).replace(" --swiglu", ""))
     with open_source(tmp_path / "wgrads", config=tmp_path / "gelu.sh") as source:   # the user's config wins
         assert source.args.swiglu is False and source.args.num_layers == 2
 
@@ -188,12 +188,14 @@ def test_shards_that_do_not_merge_name_the_tensor(tmp_path, gradients, capsys):
     assert name in err and "cannot be joined" in err
 
 
-def test_a_missing_rank_file_is_named_when_the_checkpoint_says_tp2(tmp_path, gradients, capsys):
-    save_megatron_legacy({n: torch.zeros_like(g) for n, g in gradients.items()}, CONFIG, tmp_path,
-                         iteration=ITERATION, tensor_parallel=2)
+@pytest.mark.parametrize("settled_by", ["checkpoint", "config"])
+def test_a_missing_rank_file_is_named_when_the_args_say_tp2(tmp_path, gradients, capsys, settled_by):
+    if settled_by == "checkpoint":
+        save_megatron_legacy({n: torch.zeros_like(g) for n, g in gradients.items()}, CONFIG, tmp_path,
+                             iteration=ITERATION, tensor_parallel=2)
     folder = save_wgrads(tmp_path, gradients, tp=2)
     (folder / "mp_rank_01.pth").unlink()
-    err = run_cli(tmp_path, capsys, folder, config=False)
+    err = run_cli(tmp_path, capsys, folder, config=settled_by == "config")
     assert str(folder) in err and "tensor_model_parallel_size 2" in err
 
 

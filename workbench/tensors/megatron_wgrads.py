@@ -20,8 +20,8 @@ Layout (Megatron-LM ``megatron/training/checkpointing.py`` ``save_grads``, calle
 The files carry no Megatron ``args``; the merge rules with ``when: swiglu`` need them. They come
 from the checkpoint in the same ``--save`` folder (legacy or torch_dist: the tracker's iteration,
 else the newest ``iter_*``; ``args`` read without unpickling tensors by
-:mod:`workbench.config.megatron_checkpoint`), with ``swiglu`` from ``config=`` (a training script,
-log or yaml: ``--config``) or ``swiglu=`` over it when given. Without any, a tensor-parallel
+:mod:`workbench.config.megatron_checkpoint`), with ``config=`` (a training script, log or yaml:
+``--config``: its ``swiglu`` and the sizes it states) and ``swiglu=`` over them when given. Without any, a tensor-parallel
 capture is a one-line error naming the flag.
 Rank files are loaded with ``torch.load(weights_only=True, mmap=True)`` (:func:`.torch_io.load_torch_file`).
 """
@@ -142,13 +142,23 @@ def _checkpoint_args(save_root: Path) -> tuple[Any, str] | None:
     return argparse.Namespace(**read_checkpoint_args(save_root)), str(find_checkpoint_file(save_root))
 
 
+_CONFIG_ARGS = {"parallel.tensor": "tensor_model_parallel_size", "parallel.pipeline": "pipeline_model_parallel_size",
+                "parallel.expert": "expert_model_parallel_size", "model.num_layers": "num_layers"}
+
+
 def args_from_config(config: Path) -> argparse.Namespace:
-    """The Megatron arguments the merge rules read (``swiglu``), from a training script, log or yaml."""
+    """The Megatron arguments the merge reads, from a training script, log or yaml: ``swiglu`` (its
+    activation), and the parallel sizes and layer count the config states (not its defaults)."""
     from ..spec.config_params import read_model_config
 
     canonical = read_model_config(config, "megatron").canonical
     activation = canonical.value("model.activation")
-    return argparse.Namespace(**({"swiglu": activation == "swiglu"} if isinstance(activation, str) else {}))
+    args = {"swiglu": activation == "swiglu"} if isinstance(activation, str) else {}
+    for key, name in _CONFIG_ARGS.items():
+        item = canonical.values.get(key)
+        if item is not None and item.kind == "set" and isinstance(item.value, int):
+            args[name] = item.value
+    return argparse.Namespace(**args)
 
 
 def _needs_args(rules: list[ParallelRule]) -> list[str]:
