@@ -304,3 +304,29 @@ def test_rank_keywords_come_from_megatron_args_and_are_checked(tmp_path):
         parallel_ranks(tp_rank=0, tp_size=2)
     with pytest.raises(ValueError, match="outside 0..1"):
         parallel_ranks(tp_rank=2, tp_size=2, swiglu=False)
+
+
+def test_rank_folders_that_disagree_on_sizes_are_refused(tmp_path):
+    full = full_step(tmp_path)
+    capture_rank(tmp_path / "tp2", full, 2, 1, 0, 0)
+    capture_rank(tmp_path / "tp2", full, 2, 2, 1, 0)                    # another run's rank 1 (PP=2)
+    kind = tmp_path / "tp2" / "step_1" / "grads"
+    with pytest.raises(InputError, match=r"rank folders disagree on meta.pp_size") as error:
+        open_source(kind)
+    assert error.value.where == str(kind)
+
+
+def test_a_tp2_capture_converts_like_the_tp1_one(tmp_path, capsys):
+    full = full_step(tmp_path)
+    for tp_rank in range(2):
+        capture_rank(tmp_path / "tp2", full, 2, 1, tp_rank, 0)
+    script = tmp_path / "pretrain.sh"
+    script.write_text(SCRIPT.replace("--num-layers 1", "--num-layers 2"))
+    outputs = {}
+    for run in ("tp1", "tp2"):
+        outputs[run] = tmp_path / f"{run}.ckpt"
+        assert main(["convert", str(tmp_path / run / "step_1" / "grads"), str(outputs[run]), "--to", "mindformers",
+                     "--config", str(script)]) == 0, capsys.readouterr().err
+    with open_source(outputs["tp1"]) as one, open_source(outputs["tp2"]) as two:
+        assert one.metas() == two.metas() and "model.layers.1.feed_forward.w3.weight" in one.metas()
+        assert all(np.array_equal(one.read(name), two.read(name)) for name in one.metas())
