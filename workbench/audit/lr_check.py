@@ -13,10 +13,13 @@ def _needed(config: TrainingConfig, keys: tuple[str, ...], label: str) -> list[s
 
 
 def build_megatron_schedule(ctx: RuleContext):
+    return megatron_schedule(ctx.megatron, ctx.raw_megatron)
+
+
+def megatron_schedule(config: TrainingConfig, raw):
+    """The Megatron schedule a canonical config (and its raw args, for the WSD extras) describes."""
     from .lr_schedule import MegatronSchedule
 
-    config = ctx.megatron
-    raw = ctx.raw_megatron
     wsd_steps = raw.lookup("lr_wsd_decay_iters") if raw else None
     wsd_style = raw.lookup("lr_wsd_decay_style") if raw else None
     return MegatronSchedule(
@@ -28,16 +31,22 @@ def build_megatron_schedule(ctx: RuleContext):
 
 
 def build_mindformers_schedule(ctx: RuleContext):
+    return mindformers_schedule(ctx.mindformers, ctx.raw_mindformers)
+
+
+def mindformers_schedule(config: TrainingConfig, raw, minimum_steps: int = 0):
+    """The MindFormers ``lr_schedule`` of a canonical config; ``minimum_steps`` stands in for an unknown
+    (or shorter) run length when only the first updates matter."""
     from .lr_schedule import MindFormersSchedule
 
-    config = ctx.mindformers
-    section = ctx.raw_mindformers.lookup("lr_schedule") if ctx.raw_mindformers else None
+    section = raw.lookup("lr_schedule") if raw else None
     section = section.value if section and isinstance(section.value, dict) else {}
     options = {key: value for key, value in section.items() if key not in _MF_SCHEDULE_FIELDS}
     lr_end = section.get("lr_end")
     return MindFormersSchedule(
         type=str(section.get("type", "")), learning_rate=config.value("optimizer.lr"),
-        warmup_steps=int(config.value("lr.warmup_steps", 0)), total_steps=int(config.value("train.steps")),
+        warmup_steps=int(config.value("lr.warmup_steps", 0)),
+        total_steps=max(int(config.value("train.steps") or 0), minimum_steps),
         lr_end=float(lr_end) if lr_end is not None else None,
         warmup_lr_init=config.value("lr.warmup_init", 0.0), options=options)
 

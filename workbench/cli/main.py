@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..temporaries import remove_leftovers
 from ..interrupts import Terminated, exit_code, signals_unwind
 
-SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm", "optim_check")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
@@ -26,6 +26,7 @@ EPILOG = """examples:
   workbench weights diff megatron_ckpt/ llama.ckpt
   workbench loss megatron_train.log mindformers_info.log --baseline megatron_rerun.log --out loss.html
   workbench localnorm megatron_train.log mindformers_info.log --step 1
+  workbench optim-check --capture grads/ --mindformers mindformers_pretrain.yaml
 """
 
 

@@ -12,8 +12,6 @@ and cast back after every update (storage bf16, compute fp32).
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +20,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
+from ..mindspore_quiet import quiet_constant_tensor_warning
 from ..replay.contracts import input_ids_from_megatron  # noqa: F401  (one implementation, re-exported)
 from .artifacts import save_grads  # noqa: F401  (re-exported)
 from .config import TrainConfig, with_changes
@@ -61,26 +60,6 @@ def _make_optimizer(train: TrainConfig, decayed: list, rest: list) -> nn.Cell:
         return nn.AdamWeightDecay(groups, learning_rate=float(train.lr), beta1=train.beta1, beta2=train.beta2,
                                   eps=train.eps)
     raise ValueError(f"train.optimizer: expected 'adamw' or 'adam_weight_decay', got {train.optimizer!r}")
-
-
-class _DropConstantTensorWarning(logging.Filter):
-    """``experimental.optim.AdamW`` re-packs grads into a plain tuple for its jitted kernel, and MindSpore
-    then prints every gradient tensor in a recompile warning; the kernel does not recompile."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Constant value tensor are detected")
-
-
-@contextlib.contextmanager
-def _quiet_constant_tensor_warning():
-    from mindspore import log as ms_log
-
-    logger, drop = ms_log._get_logger(), _DropConstantTensorWarning()  # pylint: disable=protected-access
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
 
 
 def _norms_and_clip(grads: tuple, max_norm: float):
@@ -144,7 +123,7 @@ class MindFormersStyleTrainer:
         """Optimizer update (grads as ``mutable`` so the optimizer's jitted kernels compile once)."""
         if self.masters:
             grads = tuple(ops.cast(g, ms.float32) for g in grads)
-        with _quiet_constant_tensor_warning():
+        with quiet_constant_tensor_warning():
             self.optimizer(ms.mutable(tuple(grads)))
         for param, master in zip(self.params, self.masters, strict=True) if self.masters else ():
             param.set_data(ops.cast(master, param.dtype))       # low-precision params refreshed from fp32 masters

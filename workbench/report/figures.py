@@ -103,8 +103,8 @@ def bar_relative_differences(names: Sequence[str], values: Sequence[float], *, t
     colours = [HIGHLIGHT if name in outliers else "tab:blue" for name in shown_names]
     axis.barh(range(len(shown_names)), np.where(np.isfinite(shown), shown, np.nan), color=colours)
     axis.set_yticks(range(len(shown_names)), shown_names, fontsize=7)
-    if _spans_decades(shown):
-        axis.set_xscale("log")
+    if _spans_decades(shown if threshold is None or not threshold > 0 else np.append(shown, threshold)):
+        axis.set_xscale("log")          # values over decades, or a threshold far below them: both stay visible
     if threshold is not None:
         axis.axvline(threshold, color="grey", ls=":", lw=1.0, label=f"threshold {threshold:g}")
         axis.legend(fontsize=8, loc="lower right")
