@@ -14,6 +14,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the capture hooks into a torch training step")
 
 from workbench.cli.main import main  # noqa: E402
+from workbench.errors import InputError  # noqa: E402
+from workbench.reference.megatron_io import shard_tensor_parallel, split_pipeline  # noqa: E402
 from workbench.reference.layouts import split_grouped_qkv  # noqa: E402
 from workbench.reference.config import ModelConfig, PrecisionConfig, TrainConfig, synthetic_batches  # noqa: E402
 from workbench.reference.torch_model import build_model, loss_fn  # noqa: E402
@@ -195,3 +197,136 @@ def test_a_chained_optimizer_is_unwrapped_and_the_distributed_optimizer_refused(
     with pytest.raises(ValueError, match="without --use-distributed-optimizer"):
         capture_after_step(net, DistributedOptimizer(), tmp_path / "dist", 1)
     assert not (tmp_path / "dist").exists()
+
+
+# ----------------------------------------------------------------------------- tensor / pipeline parallel ranks
+
+KINDS = ("grads", "params_before", "params_after", "exp_avg", "exp_avg_sq")
+DEEP = ModelConfig(num_layers=2, hidden_size=32, num_attention_heads=4, num_kv_heads=2, ffn_hidden_size=48,
+                   vocab_size=64, seq_length=16)
+
+
+def module_of(params: dict) -> torch.nn.Module:
+    """A real module tree holding ``params`` under their dotted names (what one Megatron rank holds)."""
+    root = torch.nn.Module()
+    for name, param in params.items():
+        *path, leaf = name.split(".")
+        node = root
+        for part in path:
+            if not hasattr(node, part):
+                node.add_module(part, torch.nn.Module())
+            node = getattr(node, part)
+        node.register_parameter(leaf, param)
+    return root
+
+
+def full_step(tmp_path) -> dict:
+    """The TP=1 capture of one AdamW update of the reference model: kind -> {name: full tensor}."""
+    net = build_model(DEEP, PrecisionConfig(), seed=0)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=3e-4, betas=(0.9, 0.95), foreach=False)
+    batch = synthetic_batches(DEEP, 1, seed=0)[0]
+    loss_fn(net(torch.as_tensor(batch["tokens"], dtype=torch.int64)), torch.as_tensor(batch["labels"], dtype=torch.int64),
+            torch.as_tensor(batch["loss_mask"])).backward()
+    capture_gradients(net, tmp_path / "tp1", 1, optimizer, params=True)
+    optimizer.step()
+    capture_after_step(net, optimizer, tmp_path / "tp1", 1)
+    return {kind: {name: torch.from_numpy(array.copy()) for name, array in read(tmp_path / "tp1" / "step_1" / kind)[0].items()}
+            for kind in KINDS}
+
+
+def capture_rank(root, full: dict, tp: int, pp: int, tp_rank: int, pp_rank: int) -> None:
+    """What rank (tp_rank, pp_rank) of a TP x PP run holds (Megatron's shards, stage-local names), captured by the hook."""
+    def shard(kind):
+        stage = split_pipeline(full[kind], DEEP.num_layers, pp)[pp_rank]
+        return shard_tensor_parallel(stage, DEEP, tp)[tp_rank]
+
+    grads, before, after, first, second = (shard(kind) for kind in KINDS)
+    params = {name: torch.nn.Parameter(tensor.clone()) for name, tensor in before.items()}
+    for name, param in params.items():
+        param.grad = grads[name].clone()
+    optimizer = torch.optim.AdamW(list(params.values()), lr=3e-4)
+    ranks = dict(tp_rank=tp_rank, tp_size=tp, pp_rank=pp_rank, pp_size=pp, swiglu=True)
+    capture_gradients(module_of(params), root, 1, optimizer, params=True, **ranks)
+    for name, param in params.items():                                 # the rank's optimizer.step()
+        param.data = after[name].clone()
+        optimizer.state[param] = {"exp_avg": first[name], "exp_avg_sq": second[name], "step": torch.tensor(1.0)}
+    capture_after_step(module_of(params), optimizer, root, 1, **ranks)
+
+
+@pytest.mark.parametrize("tp,pp", [(2, 1), (2, 2)])
+def test_a_capture_from_a_tp2_run_merges_to_the_tp1_one(tmp_path, tp, pp):
+    full = full_step(tmp_path)
+    for tp_rank in range(tp):
+        for pp_rank in range(pp):
+            capture_rank(tmp_path / "tp2", full, tp, pp, tp_rank, pp_rank)
+    assert (tmp_path / "tp2" / "step_1" / "grads" / "mp_rank_01_000" / "manifest.json").is_file()
+    for kind in KINDS:
+        merged, meta = read(tmp_path / "tp2" / "step_1" / kind)
+        assert set(merged) == set(full[kind])
+        for name, tensor in full[kind].items():
+            assert np.array_equal(merged[name], tensor.numpy()), (kind, name)
+        assert (meta["tp_size"], meta["pp_size"], meta["swiglu"]) == (tp, pp, True)
+    shard, meta = read(tmp_path / "tp2" / "step_1" / "grads" / "mp_rank_01_000")     # one rank folder alone
+    assert meta["tp_rank"] == 1 and all(shard[name].shape[0] <= full["grads"][name].shape[0] for name in shard)
+
+
+def test_a_missing_rank_shard_names_the_folder(tmp_path, capsys):
+    full = full_step(tmp_path)
+    capture_rank(tmp_path / "tp2", full, 2, 1, 0, 0)                    # rank 1 never wrote
+    kind = tmp_path / "tp2" / "step_1" / "grads"
+    with pytest.raises(InputError, match=r"missing: 1 of the tp 2 x pp 1 rank folders") as error:
+        open_source(kind)
+    assert error.value.where == str(kind / "mp_rank_01_000")
+    assert main(["weights", "diff", str(kind), str(tmp_path / "tp1" / "step_1" / "grads")]) == 2
+    assert "mp_rank_01_000" in capsys.readouterr().err
+
+
+def test_a_rank_folder_holding_another_ranks_manifest_is_refused(tmp_path):
+    full = full_step(tmp_path)
+    for tp_rank in range(2):
+        capture_rank(tmp_path / "tp2", full, 2, 1, tp_rank, 0)
+    kind = tmp_path / "tp2" / "step_1" / "exp_avg"
+    (kind / "mp_rank_00_000").rename(kind / "swap")
+    (kind / "mp_rank_01_000").rename(kind / "mp_rank_00_000")
+    (kind / "swap").rename(kind / "mp_rank_01_000")
+    with pytest.raises(InputError, match=r"rank \(tp, pp\) \(0, 0\) does not fit meta tp 1/2") as error:
+        open_source(kind)
+    assert "mp_rank_00_000" in error.value.where
+
+
+def test_rank_keywords_come_from_megatron_args_and_are_checked(tmp_path):
+    from workbench.replay.grad_capture import parallel_ranks
+
+    args = SimpleNamespace(tensor_model_parallel_size=2, pipeline_model_parallel_size=1, swiglu=True)
+    assert parallel_ranks(args, tp_rank=1) == {"tp_rank": 1, "tp_size": 2, "pp_rank": 0, "pp_size": 1, "swiglu": True}
+    assert parallel_ranks(SimpleNamespace(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)) == {}
+    with pytest.raises(ValueError, match="pass swiglu="):
+        parallel_ranks(tp_rank=0, tp_size=2)
+    with pytest.raises(ValueError, match="outside 0..1"):
+        parallel_ranks(tp_rank=2, tp_size=2, swiglu=False)
+
+
+def test_rank_folders_that_disagree_on_sizes_are_refused(tmp_path):
+    full = full_step(tmp_path)
+    capture_rank(tmp_path / "tp2", full, 2, 1, 0, 0)
+    capture_rank(tmp_path / "tp2", full, 2, 2, 1, 0)                    # another run's rank 1 (PP=2)
+    kind = tmp_path / "tp2" / "step_1" / "grads"
+    with pytest.raises(InputError, match=r"rank folders disagree on meta.pp_size") as error:
+        open_source(kind)
+    assert error.value.where == str(kind)
+
+
+def test_a_tp2_capture_converts_like_the_tp1_one(tmp_path, capsys):
+    full = full_step(tmp_path)
+    for tp_rank in range(2):
+        capture_rank(tmp_path / "tp2", full, 2, 1, tp_rank, 0)
+    script = tmp_path / "pretrain.sh"
+    script.write_text(SCRIPT.replace("--num-layers 1", "--num-layers 2"))
+    outputs = {}
+    for run in ("tp1", "tp2"):
+        outputs[run] = tmp_path / f"{run}.ckpt"
+        assert main(["convert", str(tmp_path / run / "step_1" / "grads"), str(outputs[run]), "--to", "mindformers",
+                     "--config", str(script)]) == 0, capsys.readouterr().err
+    with open_source(outputs["tp1"]) as one, open_source(outputs["tp2"]) as two:
+        assert one.metas() == two.metas() and "model.layers.1.feed_forward.w3.weight" in one.metas()
+        assert all(np.array_equal(one.read(name), two.read(name)) for name in one.metas())

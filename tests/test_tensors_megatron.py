@@ -16,7 +16,7 @@ from workbench.errors import InputError  # noqa: E402
 from workbench.reference.config import ModelConfig, PrecisionConfig  # noqa: E402
 from workbench.reference.megatron_io import save_megatron_legacy, shard_columns, shard_gate_up  # noqa: E402
 from workbench.reference.torch_model import build_model  # noqa: E402
-from workbench.tensors import megatron_legacy  # noqa: E402
+from workbench.tensors import megatron_ranks  # noqa: E402
 from workbench.tensors.megatron_legacy import MegatronLegacySource, MegatronObject  # noqa: E402
 from workbench.tensors.megatron_rules import megatron_parallel_rules  # noqa: E402
 from workbench.tensors.torch_io import tensor_to_numpy  # noqa: E402
@@ -77,7 +77,7 @@ def test_iteration_folder_and_metas_without_reading_data(tmp_path, monkeypatch):
     state = weights(model)
     save_megatron_legacy(state, model, tmp_path, iteration=3, tensor_parallel=2, pipeline_parallel=2)
     calls = []
-    monkeypatch.setattr(megatron_legacy, "tensor_to_numpy", lambda t: calls.append(t) or tensor_to_numpy(t))
+    monkeypatch.setattr(megatron_ranks, "tensor_to_numpy", lambda t: calls.append(t) or tensor_to_numpy(t))
     source = MegatronLegacySource(tmp_path / "iter_0000003")
     assert len(source.metas()) == len(state) and calls == []              # shapes come from headers only
     qkv = "decoder.layers.3.self_attention.linear_qkv.weight"

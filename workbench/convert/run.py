@@ -84,7 +84,7 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     from ..tensors.open import open_source
 
     path = Path(path)
-    source = open_source(path)
+    source = open_source(path, config)      # a Megatron wgrads capture may need the config's --swiglu
     try:
         _refuse_unreadable_dtypes(source, allow_unmapped)
         metas = source.metas()

@@ -26,6 +26,12 @@ right after it (``megatron_train_step_snippet`` below). Both write through the s
   megatron/training/training.py); the clip coefficient ``clip_grad / (norm + 1e-6)``, applied below 1
   (megatron/core/optimizer/clip_grads.py); fp16/bf16 params paired with fp32 masters in
   ``float16_groups`` / ``fp32_from_float16_groups`` (megatron/core/optimizer/optimizer.py).
+- **Tensor / pipeline parallel**: on a TP or PP rank each rank writes its own shard into the kind
+  folder's rank folder ``mp_rank_{tp:02d}_{pp:03d}/`` (``rank_dir`` in datasets/step_store.yaml), names
+  stage-local as the rank holds them, with ``tp_rank``/``tp_size``/``pp_rank``/``pp_size``/``swiglu``
+  in the manifest; readers merge the ranks through ``converters/megatron_parallel.yaml`` like a
+  checkpoint. Pass ``args=`` (Megatron's ``get_args()``: sizes and ``swiglu``; ranks from
+  ``megatron.core.parallel_state``) or ``tp_rank``/``tp_size``/``pp_rank``/``pp_size``/``swiglu``.
 - No torch import at module import time, and no process group: each rank writes what it holds.
 """
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Mapping
 from .step_store import save_step_tensors
 
 __all__ = ["GradCaptureWarning", "capture_after_step", "capture_gradients", "megatron_train_step_snippet",
-           "trainable_parameters", "unwrapped_name"]
+           "parallel_ranks", "trainable_parameters", "unwrapped_name"]
 
 PREFIX = "module."
 SIDE = "megatron"
@@ -46,9 +52,9 @@ megatron_train_step_snippet = '''\
 # megatron/training/training.py, train_step(): around "update_successful, grad_norm, num_zeros_in_grad = optimizer.step()"
     from workbench.replay.grad_capture import capture_after_step, capture_gradients
     root, update = os.environ["WORKBENCH_GRADS_DIR"], args.curr_iteration + 1    # update N = log's "iteration N"
-    capture_gradients(model[0], root, update, optimizer, params=True, loss_scale=optimizer.get_loss_scale().item())
+    capture_gradients(model[0], root, update, optimizer, params=True, loss_scale=optimizer.get_loss_scale().item(), args=args)
     update_successful, grad_norm, num_zeros_in_grad = optimizer.step()
-    capture_after_step(model[0], optimizer, root, update, grad_norm=grad_norm, clip_grad=args.clip_grad)
+    capture_after_step(model[0], optimizer, root, update, grad_norm=grad_norm, clip_grad=args.clip_grad, args=args)
 '''
 
 
@@ -139,10 +145,48 @@ def _gradient(param):
     return main if main is not None else param.grad
 
 
-def _write(root, iteration: int, kind: str, tensors: dict, meta: dict, widened: list[str]) -> Path:
+def parallel_ranks(args=None, *, tp_rank=None, tp_size=None, pp_rank=None, pp_size=None, swiglu=None) -> dict:
+    """This process's shard: ``tp_rank``, ``tp_size``, ``pp_rank``, ``pp_size``, ``swiglu``; {} on a TP=1, PP=1 run.
+
+    Explicit keywords win over ``args`` (a Megatron args Namespace); ranks not given are asked of
+    ``megatron.core.parallel_state``.
+    """
+    if args is not None:
+        tp_size = tp_size if tp_size is not None else getattr(args, "tensor_model_parallel_size", None)
+        pp_size = pp_size if pp_size is not None else getattr(args, "pipeline_model_parallel_size", None)
+        swiglu = swiglu if swiglu is not None else bool(getattr(args, "swiglu", False))
+    tp_size, pp_size = int(tp_size or 1), int(pp_size or 1)
+    if tp_size == 1 and pp_size == 1 and not tp_rank and not pp_rank:
+        return {}
+    tp_rank = _rank(tp_rank, tp_size, "get_tensor_model_parallel_rank")
+    pp_rank = _rank(pp_rank, pp_size, "get_pipeline_model_parallel_rank")
+    if swiglu is None and tp_size > 1:
+        raise ValueError("grad capture: on a tensor-parallel rank pass swiglu= (Megatron's --swiglu) or args=: "
+                         "linear_fc1's shards merge differently with it")
+    for name, rank, size in (("tp", tp_rank, tp_size), ("pp", pp_rank, pp_size)):
+        if not 0 <= rank < size:
+            raise ValueError(f"grad capture: {name}_rank {rank} is outside 0..{size - 1}")
+    return {"tp_rank": tp_rank, "tp_size": tp_size, "pp_rank": pp_rank, "pp_size": pp_size, "swiglu": bool(swiglu)}
+
+
+def _rank(rank, size: int, getter: str) -> int:
+    if rank is not None:
+        return int(rank)
+    if size == 1:
+        return 0
+    try:
+        from megatron.core import parallel_state
+    except ImportError:
+        raise ValueError(f"grad capture: a parallel size of {size} and no rank given, and megatron.core is not "
+                         "importable: pass tp_rank= and pp_rank=") from None
+    return int(getattr(parallel_state, getter)())
+
+
+def _write(root, iteration: int, kind: str, tensors: dict, meta: dict, widened: list[str], ranks: dict) -> Path:
     if widened:
         meta = {**meta, "widened_to_fp32": widened}
-    return save_step_tensors(root, iteration, kind, tensors, meta)
+    rank = (ranks["tp_rank"], ranks["pp_rank"]) if ranks else None
+    return save_step_tensors(root, iteration, kind, tensors, {**meta, **ranks}, rank=rank)
 
 
 def _report(what: str, names: list[str], iteration: int) -> None:
@@ -160,12 +204,14 @@ def _base_meta(iteration: int, loss_scale, grad_norm, clip_coeff) -> dict:
 
 
 def capture_gradients(model, root: Path | str, iteration: int, optimizer=None, *, params: bool = False,
-                      loss_scale=None, grad_norm=None, clip_coeff=None) -> dict[str, Path]:
+                      loss_scale=None, grad_norm=None, clip_coeff=None, **parallel) -> dict[str, Path]:
     """Write update ``iteration``'s gradients (and, with ``params``, the weights before the step).
 
     Call after backward (and Megatron's DP reduce, done inside ``forward_backward_func``), before
-    ``optimizer.step()``. Returns kind → folder written.
+    ``optimizer.step()``. ``parallel``: ``args=`` or ``tp_rank``, ``tp_size``, ``pp_rank``, ``pp_size``,
+    ``swiglu`` (:func:`parallel_ranks`). Returns kind → folder written.
     """
+    ranks = parallel_ranks(**parallel)
     named = trainable_parameters(model)
     masters = _masters(named, optimizer) if optimizer is not None else named
     meta = _base_meta(iteration, loss_scale, grad_norm, clip_coeff)
@@ -179,11 +225,11 @@ def capture_gradients(model, root: Path | str, iteration: int, optimizer=None, *
         else:
             grads[name] = _fp32(grad, widened, name)
     _report("a gradient", missing, iteration)
-    written = {"grads": _write(root, iteration, "grads", grads, {**meta, "no_grad": missing}, widened)}
+    written = {"grads": _write(root, iteration, "grads", grads, {**meta, "no_grad": missing}, widened, ranks)}
     if params:
         widened = []
         weights = {name: _fp32(tensor, widened, name) for name, tensor in masters.items()}
-        written["params_before"] = _write(root, iteration, "params_before", weights, meta, widened)
+        written["params_before"] = _write(root, iteration, "params_before", weights, meta, widened, ranks)
     return written
 
 
@@ -205,24 +251,26 @@ def _adam_state(masters: Mapping[str, object], optimizer) -> tuple[dict, dict, l
 
 
 def capture_after_step(model, optimizer, root: Path | str, iteration: int, *, loss_scale=None, grad_norm=None,
-                       clip_coeff=None, clip_grad: float | None = None) -> dict[str, Path]:
+                       clip_coeff=None, clip_grad: float | None = None, **parallel) -> dict[str, Path]:
     """Write the weights after the step (``params_after``) and Adam's moments (``exp_avg``, ``exp_avg_sq``).
 
     ``clip_grad`` (Megatron's ``--clip-grad``) with ``grad_norm`` gives ``clip_coeff`` as Megatron
     computes it: ``clip_grad / (grad_norm + 1e-6)``, applied only below 1 (recorded as 1.0 otherwise).
+    ``parallel`` as for :func:`capture_gradients`.
     """
+    ranks = parallel_ranks(**parallel)
     if clip_coeff is None and clip_grad and grad_norm is not None:
         clip_coeff = min(1.0, float(clip_grad) / (float(grad_norm) + 1.0e-6))
     masters = _masters(trainable_parameters(model), optimizer)
     meta = {**_base_meta(iteration, loss_scale, grad_norm, clip_coeff), **_group_meta(masters, optimizer)}
     widened: list[str] = []
     weights = {name: _fp32(tensor, widened, name) for name, tensor in masters.items()}
-    written = {"params_after": _write(root, iteration, "params_after", weights, meta, widened)}
+    written = {"params_after": _write(root, iteration, "params_after", weights, meta, widened, ranks)}
     first, second, missing, step = _adam_state(masters, optimizer)
     _report("Adam state", missing, iteration)
     state_meta = {**meta, "no_state": missing, **({"optimizer_step": step} if step is not None else {})}
     for kind, tensors in (("exp_avg", first), ("exp_avg_sq", second)):
         widened = []
         tensors = {name: _fp32(tensor, widened, name) for name, tensor in tensors.items()}
-        written[kind] = _write(root, iteration, kind, tensors, state_meta, widened)
+        written[kind] = _write(root, iteration, kind, tensors, state_meta, widened, ranks)
     return written

@@ -1,11 +1,12 @@
 """Step-store kinds from ``datasets/step_store.yaml`` (``kind: step_store``): folder and file
-templates, the tensor kinds (grads, params_before/after, exp_avg, exp_avg_sq) and their metadata.
+templates (``rank_dir``: one tensor-parallel / pipeline rank's shard inside a kind folder), the tensor kinds (grads, params_before/after, exp_avg, exp_avg_sq) and their metadata.
 
 The layout is knowledge, not code; a mistake in the file is a one-line error with file:line.
 """
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -16,7 +17,7 @@ from .layout import KINDS as DTYPE_KINDS
 
 STORE_FILE = "step_store.yaml"
 META_TYPES = {"integer": int, "number": float, "bool": bool, "string": str}
-_TEMPLATE_KEYS = {"step_dir": "{step}", "kind_dir": "{kind}", "tensor_file": "{name}"}
+_TEMPLATE_KEYS = {"step_dir": "{step}", "kind_dir": "{kind}", "tensor_file": "{name}", "rank_dir": "{tp"}
 _FIX = f"see the schema at the top of datasets/{STORE_FILE}"
 
 
@@ -44,12 +45,25 @@ class StepLayout:
     name_pattern: str
     kinds: dict[str, StepKind]
     source: str
+    rank_dir: str = "mp_rank_{tp:02d}_{pp:03d}"
 
     def folder(self, root: Path, step: int, kind: str) -> Path:
         return Path(root) / self.step_dir.format(step=step) / self.kind_dir.format(kind=kind)
 
     def file(self, name: str) -> str:
         return self.tensor_file.format(name=name)
+
+    def rank_folder(self, folder: Path, tp: int, pp: int) -> Path:
+        """One rank's shard folder inside a kind folder."""
+        return Path(folder) / self.rank_dir.format(tp=tp, pp=pp)
+
+    def parse_rank(self, name: str) -> tuple[int, int] | None:
+        """(tp, pp) of a rank folder name written by :meth:`rank_folder`; None for any other name."""
+        match = _template_regex(self.rank_dir).fullmatch(name)
+        if not match:
+            return None
+        tp, pp = int(match.group("tp")), int(match.group("pp"))
+        return (tp, pp) if self.rank_dir.format(tp=tp, pp=pp) == name else None
 
     def parse_step(self, name: str) -> int | None:
         head, _, tail = self.step_dir.partition("{step}")
@@ -69,6 +83,14 @@ class StepLayout:
             raise InputError(where, f"{key} {name[:80]!r} is not a plain parameter name (no '/', no '..'; "
                              f"pattern {self.name_pattern})", "name tensors by their parameter name")
         return name
+
+
+@lru_cache(maxsize=8)
+def _template_regex(template: str) -> re.Pattern:
+    """``mp_rank_{tp:02d}_{pp:03d}`` -> a regex with one digit group per field."""
+    parts = [re.escape(literal) + (f"(?P<{field}>[0-9]+)" if field else "")
+             for literal, field, _, _ in string.Formatter().parse(template)]
+    return re.compile("".join(parts))
 
 
 def _kind(doc, name: str, spec) -> StepKind:
@@ -100,6 +122,10 @@ def parse_step_layout(doc) -> StepLayout:
         if placeholder not in text(key) or "/" in text(key):
             raise InputError(location(doc.path, doc.lines.get(key), key),
                              f"{key} must hold {placeholder} and no '/'", _FIX)
+    fields = {field for _, field, _, _ in string.Formatter().parse(text("rank_dir")) if field}
+    if fields != {"tp", "pp"}:
+        raise InputError(location(doc.path, doc.lines.get("rank_dir"), "rank_dir"),
+                         f"rank_dir must hold {{tp}} and {{pp}} and nothing else, found {sorted(fields)}", _FIX)
     try:
         re.compile(text("name_pattern"))
     except re.error as error:
@@ -107,7 +133,8 @@ def parse_step_layout(doc) -> StepLayout:
                          f"not a regex ({error})", _FIX) from None
     kinds = expect(doc.get("kinds", None), dict, location(doc.path, doc.lines.get("kinds"), "kinds"), "kinds", _FIX)
     return StepLayout(text("step_dir"), text("kind_dir"), text("tensor_file"), text("manifest"), text("name_pattern"),
-                      {name: _kind(doc, str(name), spec) for name, spec in kinds.items()}, str(doc.path))
+                      {name: _kind(doc, str(name), spec) for name, spec in kinds.items()}, str(doc.path),
+                      text("rank_dir"))
 
 
 @lru_cache(maxsize=4)

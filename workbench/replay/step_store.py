@@ -4,6 +4,7 @@ Layout (the yaml's templates)::
 
     ROOT/step_{N}/{kind}/{parameter name}.npy      grads | params_before | params_after | exp_avg | exp_avg_sq
     ROOT/step_{N}/{kind}/manifest.json             written last: shape, dtype, sha256, bytes per tensor + meta
+    ROOT/step_{N}/{kind}/mp_rank_{tp:02d}_{pp:03d}/  on a TP/PP rank: that rank's shard, same files (rank_dir)
 
 :func:`save_step_tensors` writes one step-and-kind folder through the same atomic, manifest-last
 writer as the batch capture (:mod:`workbench.replay.npy_writer`); :func:`read_step_manifest`
@@ -45,8 +46,12 @@ class StepManifest:
 
 
 def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[str, object],
-                      meta: Mapping[str, object] | None = None, layout: StepLayout | None = None) -> Path:
+                      meta: Mapping[str, object] | None = None, layout: StepLayout | None = None,
+                      rank: tuple[int, int] | None = None) -> Path:
     """Write ``tensors`` (name → numpy array or torch tensor) as ``ROOT/step_{step}/{kind}/``; returns the folder.
+
+    ``rank`` (tp, pp) writes one rank's shard into the kind folder's ``rank_dir`` instead; ``meta``
+    must then carry ``tp_rank``/``tp_size``/``pp_rank``/``pp_size`` (the readers merge by them).
 
     Each ``.npy`` is atomic; the manifest is written after the last one (a folder written before is
     emptied, its manifest first), so an interrupted call leaves an incomplete step that readers refuse.
@@ -65,6 +70,9 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
                              f"{' or '.join(spec.dtypes)}", f"datasets/step_store.yaml declares {kind}'s dtypes")
     json.dumps(meta)  # not JSON (a TypeError): refused before anything is written
     folder = layout.folder(Path(root), step, kind)
+    if rank is not None:
+        _check_rank_meta(meta, rank, f"save_step_tensors({kind!r})")
+        folder = layout.rank_folder(folder, *rank)
     restart_folder(folder, layout.manifest)
     entries = {name: {"file": layout.file(name), **save_npy_atomic(folder / layout.file(name), array)}
                for name, array in arrays.items()}
@@ -78,6 +86,22 @@ def _scalar(value):
     if isinstance(value, (bool, int, float, str)) or not hasattr(value, "item"):
         return value
     return value.item()
+
+
+RANK_META = ("tp_rank", "tp_size", "pp_rank", "pp_size")
+
+
+def _check_rank_meta(meta: Mapping, rank: tuple[int, int], where: str) -> None:
+    """A rank shard's metadata names its rank and sizes, and the rank lies inside the sizes."""
+    missing = [key for key in RANK_META if not isinstance(meta.get(key), int) or isinstance(meta.get(key), bool)]
+    if missing:
+        raise InputError(where, f"a rank shard needs integer meta {', '.join(missing)}",
+                         "pass tp_rank/tp_size/pp_rank/pp_size (or args=) to the capture")
+    if (meta["tp_rank"], meta["pp_rank"]) != tuple(rank) or not (0 <= rank[0] < meta["tp_size"]) \
+            or not (0 <= rank[1] < meta["pp_size"]):
+        raise InputError(where, f"rank (tp, pp) {tuple(rank)} does not fit meta tp {meta['tp_rank']}/"
+                         f"{meta['tp_size']}, pp {meta['pp_rank']}/{meta['pp_size']}",
+                         "pass ranks in 0..size-1")
 
 
 def check_meta(meta, declared: Mapping[str, str], where: str) -> dict:
@@ -116,7 +140,7 @@ def read_step_manifest(folder: Path, layout: StepLayout | None = None) -> StepMa
         raise
     except InputError as error:
         raise CaptureError(error.where, error.problem, error.fix, check="manifest") from None
-    _check_place(layout, folder, step, kind, where)
+    _check_place(layout, folder, step, kind, where, meta)
     return StepManifest(path, step, kind, meta, tensors)
 
 
@@ -141,8 +165,17 @@ def _check_entry(layout: StepLayout, name: str, entry, where: str, spec) -> None
     expect_count(entry.get("bytes"), where, f"{key}.bytes", fix=_REWRITE)
 
 
-def _check_place(layout: StepLayout, folder: Path, step: int, kind: str, where: str) -> None:
-    """The manifest belongs to this folder: its kind is the folder's name, its step the parent's number."""
+def _check_place(layout: StepLayout, folder: Path, step: int, kind: str, where: str, meta: dict) -> None:
+    """The manifest belongs to this folder: its kind is the folder's name, its step the parent's number
+    (a rank folder: its rank is the manifest's, and its parent is the kind folder)."""
+    rank = layout.parse_rank(folder.name)
+    if rank is not None:
+        try:
+            _check_rank_meta(meta, rank, where)
+        except InputError as error:
+            raise CaptureError(where, f"{error.problem} (folder {folder.name}/)", "keep each rank's shard in its "
+                               "own folder (a manifest copied from elsewhere?)", check="manifest") from None
+        folder = folder.resolve().parent
     if folder.name != layout.kind_dir.format(kind=kind):
         raise CaptureError(where, f"kind is {kind!r} but the folder is {folder.name}/", "keep each kind in its "
                            "own folder (a manifest copied from elsewhere?)", check="manifest")

@@ -9,6 +9,7 @@ Readers (:func:`open_source`)::
     iter_* folder with .metadata + *.distcp | save root whose iteration has them          Megatron torch_dist
     x.ckpt | folder holding exactly one .ckpt                                            MindSpore
     step_N/KIND/ folder (KIND from datasets/step_store.yaml: grads, params_after, ...)    step store
+    {save}/wgrads[/iter_*] of mp_rank_*.pth, or one such file (--save-wgrads-interval)   Megatron capture
 
 Writers (:func:`open_sink`): ``.ckpt`` (MindSpore), ``.safetensors`` (one file), or a folder
 (sharded safetensors with ``model.safetensors.index.json``).
@@ -26,14 +27,19 @@ from .base import TensorMeta, TensorSink, TensorSource
 DEFAULT_SHARD_BYTES = 5 * 1000 ** 3          # Hugging Face's default max_shard_size "5GB"
 FORMATS = ("ckpt", "safetensors", "safetensors-dir")
 _LOOKED_FOR = ("model.safetensors[.index.json], pytorch_model.bin[.index.json], *.safetensors, one *.ckpt, "
-               "latest_checkpointed_iteration.txt, mp_rank_* folders, .metadata, a step_N/KIND/ step-store folder")
+               "latest_checkpointed_iteration.txt, mp_rank_* folders, .metadata, a step_N/KIND/ step-store folder, "
+               "wgrads/iter_*/mp_rank_*.pth")
 
 
-def open_source(path: Path | str) -> TensorSource:
-    """The lazy reader for ``path``, chosen from its name and contents (never from its size)."""
+def open_source(path: Path | str, config: Path | str | None = None) -> TensorSource:
+    """The lazy reader for ``path``, chosen from its name and contents (never from its size).
+
+    ``config`` (a Megatron training script, log or yaml) settles the Megatron args a capture without
+    a checkpoint beside it needs to merge its tensor-parallel shards; other readers ignore it.
+    """
     path = Path(path)
     if path.is_dir():
-        return _open_folder(path)
+        return _open_folder(path, config)
     input_stat(path, regular=True)        # missing, looping symlink, FIFO: each named, never "not found"
     return _open_file(path)
 
@@ -66,6 +72,9 @@ def _open_torch_file(path: Path) -> TensorSource:
     from .torch_io import TorchFileSource
 
     top = load_rank_file(path)          # weights only; Namespace and Megatron enums in args allowed
+    if isinstance(top, Mapping) and "model_chunk0" in top:
+        from .megatron_wgrads import MegatronCaptureSource
+        return MegatronCaptureSource(path)
     if isinstance(top, Mapping) and "args" in top and ("model" in top or "model0" in top):
         from .megatron_legacy import MegatronLegacySource
         return MegatronLegacySource(path)
@@ -75,15 +84,19 @@ def _open_torch_file(path: Path) -> TensorSource:
     return TorchFileSource(path, safe_globals=[argparse.Namespace])
 
 
-def _open_folder(path: Path) -> TensorSource:
+def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
     from .megatron_legacy import TRACKER_FILE
     from .torch_dist import is_torch_dist
 
     from .step_store import is_step_store_folder
 
     if is_step_store_folder(path):
-        from .step_store import StepStoreSource
-        return StepStoreSource(path)
+        from .step_store import open_step_store
+        return open_step_store(path)
+    from .megatron_wgrads import is_megatron_capture
+    if is_megatron_capture(path):
+        from .megatron_wgrads import MegatronCaptureSource
+        return MegatronCaptureSource(path, config=config)
     if is_torch_dist(path):
         from .torch_dist import TorchDistSource
         return TorchDistSource(path)

@@ -1,5 +1,7 @@
 """A step-store kind folder (``ROOT/step_{N}/{kind}/``) as a tensor source: gradients, weights and
 optimizer states go through the same spec plans, ``workbench convert`` and ``weights diff`` as checkpoints.
+A kind folder of rank folders (``rank_dir``, written on TP / PP ranks) is read as one state dict,
+merged by :mod:`.megatron_ranks` exactly as a Megatron checkpoint (:func:`open_step_store`).
 
 Opening reads the manifest only (a folder without one is an incomplete step and is refused) and
 lists the folder once (a ``.npy`` the manifest does not list is refused). Each tensor is read on
@@ -8,6 +10,7 @@ file's sha256 against the manifest's (once per tensor), then the data is memory-
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 from pathlib import Path
@@ -18,6 +21,8 @@ from ..errors import InputError
 from .base import STORAGE, SourceBase, TensorMeta
 from .bytecopy import FileSpan
 from .common import mapped_array, missing_tensor, unsupported_dtype
+from .megatron_ranks import RankFile, RankMergedSource
+from .megatron_rules import ParallelRule, megatron_parallel_rules
 
 # numpy dtype of a stored .npy -> the STORAGE name it travels as (bf16 is stored as fp32 by the writer)
 NUMPY_NAMES = {str(np.dtype(storage)): name for name, storage in STORAGE.items() if name != "bf16"}
@@ -26,10 +31,13 @@ _REWRITE = "the file changed after it was written: write this step again"
 
 
 def is_step_store_folder(path: Path) -> bool:
-    """A declared kind folder (``grads``, ...) inside a ``step_{N}`` folder (manifest present or not)."""
+    """A declared kind folder (``grads``, ...) inside a ``step_{N}`` folder (manifest present or not), or one
+    of its rank folders."""
     from ..replay.step_kinds import load_step_layout
 
     layout = load_step_layout()
+    if layout.parse_rank(path.name) is not None:             # one rank's shard: step_N/KIND/mp_rank_TT_PPP/
+        path = path.resolve().parent
     names = {layout.kind_dir.format(kind=kind) for kind in layout.kinds}
     return path.name in names and layout.parse_step(path.resolve().parent.name) is not None
 
@@ -118,3 +126,73 @@ def _file_sha256(path: Path, chunk: int = 16 * 2**20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- rank folders, merged
+
+def open_step_store(path: Path | str) -> SourceBase:
+    """A kind folder as a source: its own manifest (one shard), or its rank folders merged."""
+    from ..replay.step_kinds import load_step_layout
+
+    path, layout = Path(path), load_step_layout()
+    if not os.path.lexists(path / layout.manifest) and _rank_folders(path, layout):
+        return StepStoreRanksSource(path)
+    return StepStoreSource(path)
+
+
+def _rank_folders(path: Path, layout) -> dict[tuple[int, int], Path]:
+    with os.scandir(path) as entries:
+        names = [entry.name for entry in entries if entry.is_dir()]
+    return {rank: path / name for name in sorted(names) if (rank := layout.parse_rank(name)) is not None}
+
+
+def _agreed(shards: dict, key: str, where: Path) -> object:
+    values = {repr(source.meta.get(key)): source.meta.get(key) for source in shards.values()}
+    if len(values) != 1:
+        raise InputError(str(where), f"rank folders disagree on meta.{key}: {sorted(values)[:4]}",
+                         "every rank folder must come from the same capture: capture this step again")
+    return next(iter(values.values()))
+
+
+class StepStoreRanksSource(RankMergedSource):
+    """A kind folder of ``rank_dir`` shards (one per TP rank and pipeline stage) as one state dict with
+    global names, merged by ``converters/megatron_parallel.yaml`` exactly as a Megatron checkpoint is."""
+
+    def __init__(self, path: Path | str, rules: list[ParallelRule] | None = None):
+        from ..replay.step_kinds import load_step_layout
+
+        path, layout = Path(path), load_step_layout()
+        self.shards = {rank: StepStoreSource(folder) for rank, folder in _rank_folders(path, layout).items()}
+        first = self.shards[min(self.shards)]
+        self.step, self.kind, self.framework = first.step, first.kind, first.framework
+        self.meta = {key: value for key, value in first.meta.items() if key not in ("tp_rank", "pp_rank")}
+        sizes = [_agreed(self.shards, key, path) for key in ("tp_size", "pp_size")]
+        _agreed(self.shards, "swiglu", path)
+        if len({source.step for source in self.shards.values()}) != 1:
+            raise InputError(str(path), "rank folders hold different steps", "capture this step again")
+        missing = [layout.rank_dir.format(tp=t, pp=p) for t in range(sizes[0]) for p in range(sizes[1])
+                   if (t, p) not in self.shards]
+        if missing:
+            raise InputError(str(path / missing[0]), f"missing: {len(missing)} of the tp {sizes[0]} x pp {sizes[1]} "
+                             f"rank folders are absent", "copy every rank folder of this step and kind, or capture again")
+        if sizes[0] > 1 and not isinstance(first.meta.get("swiglu"), bool):
+            raise InputError(str(first.manifest.path), "meta.swiglu is missing: the tensor-parallel merge of "
+                             "linear_fc1 depends on Megatron's --swiglu", "capture again with swiglu= or args=")
+        args = argparse.Namespace(tensor_model_parallel_size=sizes[0], pipeline_model_parallel_size=sizes[1],
+                                  swiglu=first.meta.get("swiglu", False))
+        files = [RankFile(source.path, tp, pp, 0, source.metas(), dict(source.skipped))
+                 for (tp, pp), source in self.shards.items()]
+        super().__init__(path, files, args, str(first.manifest.path),
+                         rules if rules is not None else megatron_parallel_rules())
+
+    def _shard_meta(self, rank: RankFile, local: str) -> tuple[tuple[int, ...], str | None]:
+        meta = rank.tensors[local]
+        return meta.shape, meta.dtype
+
+    def _shard_array(self, rank: RankFile, local: str) -> np.ndarray:
+        return self.shards[(rank.tp, rank.pp)].read(local)
+
+    def close(self) -> None:
+        for source in self.shards.values():
+            source.close()
+        super().close()
