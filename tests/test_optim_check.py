@@ -121,3 +121,20 @@ def test_model_of_the_diagnoses_agrees_with_the_real_optimizer_classes():
             for a, b, c in zip(pooled, fresh, model, strict=True):
                 np.testing.assert_array_equal(a, b)
                 np.testing.assert_allclose(a, c, rtol=0, atol=1e-6 * np.abs(c).max())
+
+
+def test_a_tp2_capture_checks_exactly_like_the_tp1_one(capsys, tmp_path):
+    """The hook's rank folders of a TP=2 x PP=2 run merge (converters/megatron_parallel.yaml) before the check:
+    the same table and diagnosis as the TP=1 capture. This capture decays every parameter (torch AdamW's one
+    group), so both name the 1-D weight-decay grouping."""
+    from test_grad_capture import DEEP, capture_rank, full_step
+
+    full = full_step(tmp_path)
+    for tp_rank in range(2):
+        for pp_rank in range(2):
+            capture_rank(tmp_path / "tp2", full, 2, 2, tp_rank, pp_rank)
+    yaml_path = mindformers_yaml(tmp_path / "mf.yaml", lr=3e-4, weight_decay=0.01, clip=None, config=DEEP)
+    reports = {run: check(capsys, tmp_path / run, yaml_path) for run in ("tp1", "tp2")}
+    assert reports["tp1"][0] == reports["tp2"][0] == 1
+    assert reports["tp1"][1]["tables"] == reports["tp2"][1]["tables"]
+    assert [row["cause"] for row in reports["tp2"][1]["tables"]["diagnosis"]] == ["weight_decay_groups"]
