@@ -243,3 +243,31 @@ def test_the_kinds_file_is_validated_with_file_and_line(tmp_path):
     line = text.splitlines().index("  grads:") + 1
     assert caught.value.where == f"{tmp_path / 'step_store.yaml'}:{line} [kinds.grads]"
     assert "dtype must be one or more of integer, floating, bool, found ['complex']" in caught.value.problem
+
+
+def test_a_lazy_mapping_is_written_one_tensor_at_a_time(tmp_path):
+    """Memory follows the largest tensor: each tensor the writer asked for is gone before it asks for the next."""
+    import gc
+    import weakref
+    from collections.abc import Mapping
+
+    class Lazy(Mapping):
+        def __init__(self):
+            self.alive = []
+
+        def __getitem__(self, name):
+            gc.collect()
+            assert not any(ref() is not None for ref in self.alive), f"{name}: an earlier tensor is still held"
+            array = np.full((64, 64), float(NAMES.index(name)), np.float32)
+            self.alive.append(weakref.ref(array))
+            return array
+
+        def __iter__(self):
+            return iter(NAMES)
+
+        def __len__(self):
+            return len(NAMES)
+
+    folder = save_step_tensors(tmp_path, 1, "grads", Lazy())
+    with open_source(folder) as source:
+        assert [float(source.read(name)[0, 0]) for name in NAMES] == [0.0, 1.0, 2.0]

@@ -129,15 +129,41 @@ def _group_meta(masters: Mapping[str, object], optimizer) -> dict:
     return meta
 
 
-def _fp32(tensor, widened: list[str], name: str):
-    """A detached CPU copy; bf16/fp16 widened to fp32 (exact) and the name recorded."""
-    import torch
+class _Deferred:
+    """A tensor to copy (detached, widened to fp32 when half) only when the writer converts it: ``dtype``
+    answers without copying, ``detach()`` makes the copy (:func:`workbench.replay.npy_writer.to_numpy`)."""
 
-    tensor = tensor.detach()
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        widened.append(name)
-        tensor = tensor.float()
-    return tensor.cpu()
+    def __init__(self, tensor, widen: bool):
+        self.tensor, self.widen = tensor, widen
+
+    @property
+    def dtype(self):
+        import torch
+
+        return torch.float32 if self.widen else self.tensor.dtype
+
+    def detach(self):
+        tensor = self.tensor.detach()
+        return tensor.float() if self.widen else tensor
+
+
+class _AsFp32(Mapping):
+    """Name → a :class:`_Deferred` copy (the writer converts one tensor at a time: the capture never holds a
+    second copy of the model); bf16/fp16 widened to fp32 (exact), their names in ``widened``."""
+
+    def __init__(self, tensors: Mapping[str, object]):
+        self.tensors = dict(tensors)
+        self.widened = [name for name, tensor in self.tensors.items()
+                        if str(tensor.dtype) in ("torch.bfloat16", "torch.float16")]
+
+    def __getitem__(self, name: str) -> _Deferred:
+        return _Deferred(self.tensors[name], name in self.widened)
+
+    def __iter__(self):
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
 
 
 def _gradient(param):
@@ -182,9 +208,10 @@ def _rank(rank, size: int, getter: str) -> int:
     return int(getattr(parallel_state, getter)())
 
 
-def _write(root, iteration: int, kind: str, tensors: dict, meta: dict, widened: list[str], ranks: dict) -> Path:
-    if widened:
-        meta = {**meta, "widened_to_fp32": widened}
+def _write(root, iteration: int, kind: str, tensors: Mapping, meta: dict, ranks: dict) -> Path:
+    tensors = _AsFp32(tensors)
+    if tensors.widened:
+        meta = {**meta, "widened_to_fp32": tensors.widened}
     rank = (ranks["tp_rank"], ranks["pp_rank"]) if ranks else None
     return save_step_tensors(root, iteration, kind, tensors, {**meta, **ranks}, rank=rank)
 
@@ -217,19 +244,17 @@ def capture_gradients(model, root: Path | str, iteration: int, optimizer=None, *
     meta = _base_meta(iteration, loss_scale, grad_norm, clip_coeff)
     if optimizer is not None:
         meta.update(_group_meta(masters, optimizer))
-    grads, missing, widened = {}, [], []
+    grads, missing = {}, []
     for name, param in named.items():
         grad = _gradient(param)
         if grad is None:
             missing.append(name)
         else:
-            grads[name] = _fp32(grad, widened, name)
+            grads[name] = grad
     _report("a gradient", missing, iteration)
-    written = {"grads": _write(root, iteration, "grads", grads, {**meta, "no_grad": missing}, widened, ranks)}
+    written = {"grads": _write(root, iteration, "grads", grads, {**meta, "no_grad": missing}, ranks)}
     if params:
-        widened = []
-        weights = {name: _fp32(tensor, widened, name) for name, tensor in masters.items()}
-        written["params_before"] = _write(root, iteration, "params_before", weights, meta, widened, ranks)
+        written["params_before"] = _write(root, iteration, "params_before", masters, meta, ranks)
     return written
 
 
@@ -263,14 +288,10 @@ def capture_after_step(model, optimizer, root: Path | str, iteration: int, *, lo
         clip_coeff = min(1.0, float(clip_grad) / (float(grad_norm) + 1.0e-6))
     masters = _masters(trainable_parameters(model), optimizer)
     meta = {**_base_meta(iteration, loss_scale, grad_norm, clip_coeff), **_group_meta(masters, optimizer)}
-    widened: list[str] = []
-    weights = {name: _fp32(tensor, widened, name) for name, tensor in masters.items()}
-    written = {"params_after": _write(root, iteration, "params_after", weights, meta, widened, ranks)}
+    written = {"params_after": _write(root, iteration, "params_after", masters, meta, ranks)}
     first, second, missing, step = _adam_state(masters, optimizer)
     _report("Adam state", missing, iteration)
     state_meta = {**meta, "no_state": missing, **({"optimizer_step": step} if step is not None else {})}
     for kind, tensors in (("exp_avg", first), ("exp_avg_sq", second)):
-        widened = []
-        tensors = {name: _fp32(tensor, widened, name) for name, tensor in tensors.items()}
-        written[kind] = _write(root, iteration, kind, tensors, state_meta, widened, ranks)
+        written[kind] = _write(root, iteration, kind, tensors, state_meta, ranks)
     return written

@@ -30,6 +30,17 @@ def to_numpy(value) -> np.ndarray | None:
     return np.asarray(value)
 
 
+def numpy_dtype(value) -> np.dtype:
+    """The dtype :func:`to_numpy` gives ``value``, without converting it (bf16 travels as fp32)."""
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    if dtype is not None and str(dtype).startswith("torch."):
+        name = str(dtype)[len("torch."):]
+        return np.dtype("float32" if name == "bfloat16" else "bool" if name == "bool" else name)
+    return np.asarray(value).dtype
+
+
 def save_npy_atomic(path: Path, array: np.ndarray) -> dict:
     """``np.save`` to a ``.part`` file beside ``path``, then rename; returns its manifest entry.
 

@@ -26,7 +26,7 @@ from ..input_files import expect, expect_count
 from ..tensors.sizes import check_shape
 from .manifest import capture_json
 from .npy_files import CaptureError
-from .npy_writer import restart_folder, save_npy_atomic, to_numpy, write_manifest_last
+from .npy_writer import numpy_dtype, restart_folder, save_npy_atomic, to_numpy, write_manifest_last
 from .step_kinds import META_TYPES, StepLayout, load_step_layout
 
 MANIFEST_FORMAT = "workbench.step_store.manifest/1"
@@ -53,6 +53,8 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
     ``rank`` (tp, pp) writes one rank's shard into the kind folder's ``rank_dir`` instead; ``meta``
     must then carry ``tp_rank``/``tp_size``/``pp_rank``/``pp_size`` (the readers merge by them).
 
+    ``tensors`` may be any mapping, lazy ones included: each tensor is converted and written alone, so
+    memory follows the largest tensor (a capture hook never holds a second copy of the model).
     Each ``.npy`` is atomic; the manifest is written after the last one (a folder written before is
     emptied, its manifest first), so an interrupted call leaves an incomplete step that readers refuse.
     """
@@ -61,12 +63,11 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
     step = expect_count(step, "save_step_tensors", "step")
     meta = {key: _scalar(value) for key, value in (meta or {}).items()}
     check_meta(meta, spec.meta, f"save_step_tensors({kind!r})")
-    arrays = {}
-    for name, value in tensors.items():
+    for name in tensors:                         # names and dtypes first: nothing written for a bad one
         layout.check_name(name, f"save_step_tensors({kind!r})")
-        arrays[name] = to_numpy(value)
-        if not spec.dtype_ok(arrays[name].dtype):
-            raise InputError(f"save_step_tensors({kind!r}) [{name}]", f"dtype {arrays[name].dtype} is not "
+        dtype = numpy_dtype(tensors[name])       # (a lazy mapping's value is dropped at once)
+        if not spec.dtype_ok(dtype):
+            raise InputError(f"save_step_tensors({kind!r}) [{name}]", f"dtype {dtype} is not "
                              f"{' or '.join(spec.dtypes)}", f"datasets/step_store.yaml declares {kind}'s dtypes")
     json.dumps(meta)  # not JSON (a TypeError): refused before anything is written
     folder = layout.folder(Path(root), step, kind)
@@ -74,8 +75,8 @@ def save_step_tensors(root: Path | str, step: int, kind: str, tensors: Mapping[s
         _check_rank_meta(meta, rank, f"save_step_tensors({kind!r})")
         folder = layout.rank_folder(folder, *rank)
     restart_folder(folder, layout.manifest)
-    entries = {name: {"file": layout.file(name), **save_npy_atomic(folder / layout.file(name), array)}
-               for name, array in arrays.items()}
+    entries = {name: {"file": layout.file(name), **save_npy_atomic(folder / layout.file(name), to_numpy(tensors[name]))}
+               for name in tensors}                # one tensor converted and held at a time
     write_manifest_last(folder, layout.manifest, {"format": MANIFEST_FORMAT, "step": step, "kind": kind,
                                                   "meta": meta, "tensors": entries})
     return folder
