@@ -2,7 +2,7 @@
 # The test suite. Creates .venv with the test extras on first use; arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/env.sh" test,torch,mindspore,transformers,report,tensorboard
+"$root/scripts/env.sh" test,torch,mindspore,transformers,report,tensorboard,msprobe
 venv=${WORKBENCH_VENV:-$root/.venv}
 cd "$root"
 status=0
