@@ -52,7 +52,7 @@ def calls_of(table) -> list[Call]:
     stems = table["name"].map(call_stem)
     calls: dict[tuple, Call] = {}
     columns = zip(table.index, stems, table["side"], table["rank"], table["step"], table["op"], table["module_path"],
-                  table["pass"], table["order"], table["name"])
+                  table["pass"], table["order"], table["name"], strict=False)
     for index, stem, side, rank, step, op, module, pass_, order, name in columns:
         key = (int(rank), int(step), stem, pass_)
         call = calls.get(key)
@@ -86,7 +86,7 @@ def pair_rows(recs_a: dict, call_a: Call, recs_b: dict, call_b: Call, ops) -> tu
                     _pair_or_reason(recs_a[index], index, recs_b[other], other, pairs, unmatched)
             unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
             continue
-        for index_a, index_b in zip(part_a, part_b):
+        for index_a, index_b in zip(part_a, part_b, strict=False):
             _pair_or_reason(recs_a[index_a], index_a, recs_b[index_b], index_b, pairs, unmatched)
         unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
                       for k, i in enumerate(part_a[len(part_b):])]
@@ -117,7 +117,7 @@ def combine(rows: list[dict]) -> dict:
     max of maxes, min of mins, numel-weighted mean, l2 = sqrt of summed squares; counts summed."""
     numels = [_number(r["numel"]) for r in rows]
     total = math.fsum(numels)
-    mean = math.fsum(_number(r["mean"]) * n for r, n in zip(rows, numels)) / total if total else math.nan
+    mean = math.fsum(_number(r["mean"]) * n for r, n in zip(rows, numels, strict=False)) / total if total else math.nan
     return {"max": max(_number(r["max"]) for r in rows), "min": min(_number(r["min"]) for r in rows),
             "mean": mean, "l2norm": math.sqrt(math.fsum(_number(r["l2norm"]) ** 2 for r in rows)),
             "numel": int(total) if math.isfinite(total) else None,
