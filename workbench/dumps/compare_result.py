@@ -1,0 +1,56 @@
+"""A dump comparison as a :class:`workbench.report.result.Result` (kind ``compare``): the summary (matched and
+unmatched counts per side, the first divergence, the top suspects), the detail table (status colour-coded in
+xlsx like msprobe's workbooks), the unmatched rows with their reasons, and the model → layer → module →
+operator tree (collapsible in HTML)."""
+from __future__ import annotations
+
+from ..report.result import Result
+from .hierarchy import build_tree, flat
+from .verdict_first import first_divergence, suspects
+
+DETAIL_FIRST = ("status", "worst_rel", "tolerance", "note", "level", "relation", "step", "rank", "order", "pass",
+                "io", "slot", "layer", "logical_module", "a_name", "b_name", "a_dtype", "b_dtype", "a_shape", "b_shape")
+
+
+def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int) -> Result:
+    first = first_divergence(evaluated)
+    suspect_table = suspects(evaluated)
+    tree = build_tree(evaluated)
+    unmatched = matching.unmatched
+    counts = {side: int((unmatched["side"] == side).sum()) for side in ("A", "B")}
+    summary = [f"matched pairs: {len(evaluated)}; rows unmatched: A {counts['A']} of {total_a}, "
+               f"B {counts['B']} of {total_b} (reasons in the unmatched table)",
+               _first_line(first)]
+    summary += [f"suspect {i + 1}: {_call_text(row)} (amplification {row['amplification']:.3g})"
+                for i, row in enumerate(suspect_table.head(3).to_dict("records"))]
+    detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
+    unmatched_view = unmatched.assign(status="unmatched")
+    result = Result(kind="compare", title="Dump comparison", verdict="DIVERGED" if first else "PASS",
+                    exit_code=1 if first else 0, summary=summary,
+                    tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
+                            "hierarchy": flat(tree)},
+                    sources=sources, facts={"first_divergence": first, "matched": len(evaluated),
+                                            "unmatched": counts, "rows": {"A": total_a, "B": total_b}})
+    result.renderers["html"] = lambda r: _html(r, tree)
+    return result
+
+
+def _first_line(first: dict | None) -> str:
+    if first is None:
+        return "first divergence: none (every matched call whose inputs agree has agreeing outputs)"
+    return f"first divergence: {_call_text(first)}, step {first['step']} rank {first['rank']}"
+
+
+def _call_text(row: dict) -> str:
+    layer = row.get("layer")
+    where = f"layer {int(layer)} " if layer is not None and layer == layer else ""
+    module = row.get("logical_module") or row.get("module_a") or ""
+    return (f"{row['call_a']} ↔ {row['call_b']} ({where}{module}; output {row['output_worst']:.3g} vs inputs "
+            f"{row['input_worst']:.3g}, tolerance {row['tolerance']:.3g})")
+
+
+def _html(result: Result, tree) -> str:
+    from ..report.html import figure_views, render_page, table_view
+
+    return render_page("compare.html.j2", result=result, figures=figure_views(result), hierarchy=tree,
+                       tables=[table_view(name, frame) for name, frame in result.tables.items()])
