@@ -113,12 +113,19 @@ class _Unknown(dict):
         return ANY_INDEX
 
 
-def _expand(text: str, env: dict[str, int], params: ModelParams | None) -> list[str]:
-    """A logical template with the path's indices; an index the path lacks is every expert (or ``*``)."""
+def _expand(arch: ArchSpec, text: str, env: dict[str, int], params: ModelParams | None) -> list[str]:
+    """A logical template with the path's indices; an index the path lacks takes every value its size
+    (hub ``indices:``) allows, or reads ``*`` when the sizes are not known."""
     missing = [v for v in Template.parse(text).variables if v not in env]
-    if missing == ["e"] and params is not None and params.num_experts:
-        return [text.format_map({**env, "e": e}) for e in range(params.num_experts)]
+    sizes = params.env() if params is not None else {}
+    if len(missing) == 1 and sizes.get(arch.indices.sizes[missing[0]]):
+        return [text.format_map({**env, missing[0]: value}) for value in range(sizes[arch.indices.sizes[missing[0]]])]
     return [text.format_map(_Unknown(env))]
+
+
+def _layer_of(arch: ArchSpec, env: dict[str, int]) -> int | None:
+    """The decoder layer index of a path: the index sized by ``num_layers`` (hub ``indices:``)."""
+    return next((env[v] for v, size in arch.indices.sizes.items() if size == "num_layers" and v in env), None)
 
 
 def _layer_sets(arch: ArchSpec, logical: tuple[tuple[str, str], ...], layer: int | None,
@@ -160,9 +167,9 @@ def is_stacked(module: ModuleTemplate) -> bool:
 
 
 def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None) -> ModuleRef:
-    layer = env.get("i")
+    layer = _layer_of(arch, env)
     if module.leaf:
-        names = list(dict.fromkeys(name for text, _ in module.logical for name in _expand(text, env, params)))
+        names = list(dict.fromkeys(name for text, _ in module.logical for name in _expand(arch, text, env, params)))
         kind = "stacked" if is_stacked(module) else ("fused" if len(names) > 1 else "same")
         return ModuleRef(tuple(names), layer, kind)
     groups = group_templates(arch, module, layer, params)
