@@ -83,7 +83,7 @@ def test_msprobe_mindspore_statistics_mix(tmp_path):
 def test_msprobe_steps_and_ranks(tmp_path):
     root = _msprobe_tree(tmp_path, "pytorch", steps=(0, 1), ranks=("rank0", "rank1"))
     table = open_dump(root)
-    assert sorted(set(zip(table["step"], table["rank"]))) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sorted(set(zip(table["step"], table["rank"], strict=True))) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for _, group in table.groupby(["step", "rank"]):
         assert list(group["order"]) == list(range(len(group)))
     assert len(open_dump(root / "step1" / "rank1" / "dump.json")) == len(table) // 4

@@ -42,7 +42,7 @@ def read_statistic_csv(path: Path, *, rank: int = 0, step: int = 0, order: dict[
         if len(fields) != len(header):
             raise InputError(where_line(path, number_), f"{len(fields)} fields, the header has {len(header)}",
                              "the file is truncated or damaged: " + FIX)
-        rows.append(_statistic_row(dict(zip(header, fields)), path, number_, rank, step, order or {}, fmt))
+        rows.append(_statistic_row(dict(zip(header, fields, strict=True)), path, number_, rank, step, order or {}, fmt))
     return _in_order(rows)
 
 
