@@ -8,7 +8,7 @@ every per-operator dump format, validated at load (each problem names the file, 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,14 +38,18 @@ class DumpFormats:
     layer_pattern: re.Pattern
     msprobe: dict
     legacy: dict
+    _seen: dict = field(default_factory=dict, compare=False, repr=False)    # dtype spelling -> normalised
 
     def dtype(self, text: str) -> str:
         """``torch.float32`` / ``Float32`` / ``mindspore.float32`` → ``float32``; unknown: lower-cased."""
+        if text in self._seen:
+            return self._seen[text]
         key = str(text).strip()
         for prefix in ("torch.", "mindspore.", "ms."):
             if key.lower().startswith(prefix):
                 key = key[len(prefix):]
-        return self.dtypes.get(key.lower(), key.lower())
+        self._seen[text] = self.dtypes.get(key.lower(), key.lower())
+        return self._seen[text]
 
     def layer(self, module_path: str) -> int | None:
         """The decoder layer index a module path lies in (``model.layers.3.attention`` → 3), else None."""

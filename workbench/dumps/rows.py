@@ -16,6 +16,8 @@ NUMBER_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": mat
 
 def number(value, where: str, key: str) -> float:
     """A statistic as a float: JSON numbers, ``nan``/``inf`` spellings; empty or null → nan."""
+    if type(value) is float:
+        return value
     if value is None or value == "" or value == "N/A":
         return math.nan
     if isinstance(value, bool):
