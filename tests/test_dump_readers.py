@@ -258,3 +258,21 @@ def test_stats_stream_in_chunks(tmp_path, monkeypatch):
     stats = tensor_stats.npy_stats(tmp_path / "x.npy")
     assert stats["mean"] == pytest.approx(values.astype(np.float64).mean())
     assert stats["max"] == values.max() and stats["l2norm"] == pytest.approx(np.linalg.norm(values.astype(np.float64)))
+
+
+def test_msprobe_wrapper_modules_dropped_and_layers(tmp_path):
+    """Megatron's model is wrapped (DDP, Float16Module) as `module.module.`; checkpoint names carry neither."""
+    folder = tmp_path / "rank0"
+    folder.mkdir()
+    qkv = "Module.module.module.decoder.layers.1.self_attention.linear_qkv.ColumnParallelLinear.forward.0"
+    wq = "Cell.network.model.layers.0.attention.wq.Linear.forward.0"
+    tensor = {"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [4, 2], "Max": 1.0, "Min": -1.0,
+              "Mean": 0.0, "Norm": 2.0}
+    data = {"Functional.linear.3.forward": {"input_args": [tensor], "output": [tensor]},
+            qkv: {"input_args": [tensor], "output": [tensor]}, wq: {"output": [tensor]}}
+    (folder / "dump.json").write_text(json.dumps({"task": "statistics", "data": data}))
+    (folder / "construct.json").write_text(json.dumps({"Functional.linear.3.forward": qkv, qkv: None}))
+    table = open_dump(tmp_path)
+    assert list(table["module_path"]) == ["decoder.layers.1.self_attention.linear_qkv"] * 4 + ["model.layers.0.attention.wq"]
+    assert list(table["layer"]) == [1, 1, 1, 1, 0]
+    assert list(table["op"]) == ["linear", "linear", "ColumnParallelLinear", "ColumnParallelLinear", "Linear"]

@@ -144,6 +144,7 @@ def _msprobe(doc: _Doc) -> dict:
             raise InputError(doc.where(f"msprobe.stats.{column}"), f"unknown column {column!r}",
                              "use a column of workbench/dumps/schema.py")
     out["md5_fields"] = doc.strings("msprobe.md5_fields")
+    out["wrappers"] = frozenset(doc.strings("msprobe.wrappers"))
     out["tensor_types"] = frozenset(doc.strings("msprobe.tensor_types"))
     out["scalar_types"] = doc.mapping("msprobe.scalar_types")
     for key in ("forward_keys", "backward_keys"):

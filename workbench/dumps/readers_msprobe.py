@@ -102,18 +102,26 @@ def _entry_info(entry: str, parents: dict, fmt: DumpFormats) -> dict:
     found = m["module_pattern"].match(entry)
     if found:
         grad = found.group("pass") == "parameters_grad"
-        return {"op": found.group("cls"), "module_path": found.group("path"), "grad": grad,
+        return {"op": found.group("cls"), "module_path": _unwrapped(found.group("path"), m), "grad": grad,
                 "pass": "backward" if grad else found.group("pass")}
     found = m["api_pattern"].match(entry)
     parent = parents.get(entry)
     owner = m["module_pattern"].match(parent) if isinstance(parent, str) else None
     if found:
         op = (found.group("prim") or found.group("api")).strip("_")
-        return {"op": op, "module_path": owner.group("path") if owner else "", "grad": False,
+        return {"op": op, "module_path": _unwrapped(owner.group("path"), m) if owner else "", "grad": False,
                 "pass": found.group("pass")}
     pieces = entry.split(".")
-    return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": owner.group("path") if owner else "",
+    return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": _unwrapped(owner.group("path"), m) if owner else "",
             "grad": False, "pass": "backward" if ".backward" in entry else "forward"}
+
+
+def _unwrapped(path: str, m: dict) -> str:
+    """``module.module.decoder.layers.0`` → ``decoder.layers.0`` (training wrappers are not in checkpoint names)."""
+    pieces = path.split(".")
+    while len(pieces) > 1 and pieces[0] in m["wrappers"]:
+        pieces.pop(0)
+    return ".".join(pieces)
 
 
 def _walk(value, name: str, io: str, offset: int, base: dict, rows: list, path: Path, fmt: DumpFormats) -> None:
