@@ -214,3 +214,9 @@ def test_formats_yaml_errors_name_file_and_line(tmp_path):
         load_dump_formats(broken)
     shutil.copy(knowledge_dir("datasets") / "dump_formats.yaml", broken)
     assert load_dump_formats(broken).dtype("Float32") == "float32"
+
+
+def test_csv_field_past_the_limit(tmp_path):
+    path = tmp_path / "statistic.csv"
+    path.write_text(HEADER + "\n" + ROW.replace("MatMul,", "MatMul" + "x" * 200_000 + ",", 1) + "\n")
+    _error(path, f"{path}:2", "not CSV (field larger than field limit")

@@ -69,7 +69,10 @@ def _natural(path: Path):
 
 
 def _layout(path: Path):
-    shape, dtype, offset = npy_layout(path, c_order=True)
+    try:
+        shape, dtype, offset = npy_layout(path, c_order=True)
+    except InputError as error:
+        raise InputError(error.where, error.problem, FIX) from None
     if dtype.kind not in "fiu":
         raise InputError(str(path), f"holds {dtype} values, expected floating-point logits", FIX)
     return shape, dtype, offset
