@@ -216,7 +216,7 @@ def test_formats_yaml_errors_name_file_and_line(tmp_path):
     assert load_dump_formats(broken).dtype("Float32") == "float32"
 
 
-def test_csv_field_past_the_limit(tmp_path):
+def test_csv_bad_quoting(tmp_path):
     path = tmp_path / "statistic.csv"
-    path.write_text(HEADER + "\n" + ROW.replace("MatMul,", "MatMul" + "x" * 200_000 + ",", 1) + "\n")
-    _error(path, f"{path}:2", "not CSV (field larger than field limit")
+    path.write_text(HEADER + "\n" + ROW + "\n" + ROW.replace('"(1)"', '"(1)"x') + "\n")
+    _error(path, f"{path}:3", "not CSV (',' expected after '\"')")

@@ -29,10 +29,10 @@ def read_statistic_csv(path: Path, *, rank: int = 0, step: int = 0, order: dict[
     sorted by ``order`` (op name with ``_`` → (position, full scope name)) when given."""
     fmt = fmt or load_dump_formats()
     path = Path(path)
-    reader = csv.reader(io.StringIO(read_text(path, what="statistic.csv"), newline=""))
+    reader = csv.reader(io.StringIO(read_text(path, what="statistic.csv"), newline=""), strict=True)
     try:
         lines = list(reader)
-    except csv.Error as error:                    # a field past csv's size limit, a stray quote at the end
+    except csv.Error as error:                    # a stray quote, an unterminated quoted field
         raise InputError(where_line(path, reader.line_num), f"not CSV ({error})", FIX) from None
     if not lines:
         raise InputError(str(path), "is empty, expected a statistic.csv header", FIX)
