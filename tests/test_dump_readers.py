@@ -57,16 +57,32 @@ def test_msprobe_pytorch_statistics_mix(tmp_path):
     # an API row inside a module takes its module path from construct.json
     linear = _row(table, "Functional.linear.0.forward.input.1")
     assert (linear["op"], linear["module_path"], linear["slot"]) == ("linear", "fc1", 1)
-    # kwargs come after the positional arguments; parameter gradients are backward parameters
-    assert _row(table, "Functional.multi_head_attention_forward.0.forward.input.training")["slot"] == 13
+    assert _row(table, "Tensor.__add__.0.forward.output.0")["op"] == "__add__"      # the operator table's spelling
+    # numbers passed as arguments are no rows (scalar_rows: false); positions still count them
+    assert "Functional.layer_norm.0.forward.input.4" not in set(table["name"])
+    assert _row(table, "Functional.multi_head_attention_forward.0.forward.input.11")["slot"] == 11
+    # parameter gradients are backward parameters
     grad = _row(table, "Module.fc2.Linear.parameters_grad.0.weight")
     assert (grad["pass"], grad["io"], grad["shape"]) == ("backward", "parameter", "16x64")
     assert table.iloc[0]["name"] == "Functional.layer_norm.0.forward.input.0"
-    # every row is one msprobe compare also names; the ones it adds are the dump's null arguments
+    # every row is one msprobe compare also names; the ones it adds are the dump's numbers and nulls
     compared = [r[0] for r in csv.reader(open(fixtures_dir("dumps", "msprobe_compare_outputs")
                                               / "pt_vs_pt_statistics_mix.csv"))][1:]
     assert set(table["name"]) <= set(compared)
-    assert len(set(compared) - set(table["name"])) == 8
+    assert len(table) == 87 and len(set(compared) - set(table["name"])) == 20
+
+
+def test_msprobe_scalar_rows_when_asked(tmp_path):
+    from workbench.knowledge import knowledge_dir
+
+    text = (knowledge_dir("datasets") / "dump_formats.yaml").read_text()
+    custom = tmp_path / "dump_formats.yaml"
+    custom.write_text(text.replace("scalar_rows: false", "scalar_rows: true"))
+    table = open_dump(_msprobe_tree(tmp_path, "pytorch"), fmt=load_dump_formats(custom))
+    eps = _row(table, "Functional.layer_norm.0.forward.input.4")          # {"type": "float", "value": 1e-05}
+    assert (eps["dtype"], eps["shape"], eps["numel"], eps["max"], eps["min"]) == ("py_float", "", 1, 1e-05, 1e-05)
+    assert _row(table, "Functional.multi_head_attention_forward.0.forward.input.training")["slot"] == 13
+    assert len(table) == 99
 
 
 def test_msprobe_mindspore_statistics_mix(tmp_path):

@@ -71,7 +71,7 @@ class _Doc:
             raise InputError(self.where(key.rsplit(".", 1)[0]) if "." in key else str(self.doc.path),
                              f"missing key {key}", "see the schema at the top of the file")
         value = self.doc.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise InputError(self.where(key), f"expected {_word(kind)}, found {type(value).__name__}",
                              "see the schema at the top of the file")
         return value
@@ -107,7 +107,7 @@ class _Doc:
 
 def _word(kind) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    words = {str: "a string", list: "a list", dict: "a mapping", int: "an integer"}
+    words = {str: "a string", list: "a list", dict: "a mapping", int: "an integer", bool: "true/false"}
     return " or ".join(words.get(k, k.__name__) for k in kinds)
 
 
@@ -147,6 +147,7 @@ def _msprobe(doc: _Doc) -> dict:
     out["wrappers"] = frozenset(doc.strings("msprobe.wrappers"))
     out["tensor_types"] = frozenset(doc.strings("msprobe.tensor_types"))
     out["scalar_types"] = doc.mapping("msprobe.scalar_types")
+    out["scalar_rows"] = doc.get("msprobe.scalar_rows", bool) if doc.doc.has("msprobe.scalar_rows") else False
     for key in ("forward_keys", "backward_keys"):
         out[key] = doc.mapping(f"msprobe.{key}")
         for name, io in out[key].items():

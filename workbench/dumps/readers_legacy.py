@@ -62,7 +62,7 @@ def parse_name(name: str, where: str, fmt: DumpFormats) -> dict:
         raise InputError(where, f"name {name[:80]!r} does not follow {{Api}}_{{api}}_{{n}}_{{forward|backward}}_"
                          "{input.N|output[.N]}", FIX)
     slot = found.group("slot") or "0"
-    return {"op": found.group("api").strip("_"), "pass": found.group("pass"), "io": found.group("io"),
+    return {"op": found.group("api"), "pass": found.group("pass"), "io": found.group("io"),
             "slot": int(slot) if slot.isdigit() else 0,
             "_call": f"{found.group('kind')}_{found.group('api')}_{found.group('index')}_{found.group('pass')}"}
 

@@ -108,7 +108,7 @@ def _entry_info(entry: str, parents: dict, fmt: DumpFormats) -> dict:
     parent = parents.get(entry)
     owner = m["module_pattern"].match(parent) if isinstance(parent, str) else None
     if found:
-        op = (found.group("prim") or found.group("api")).strip("_")
+        op = found.group("prim") or found.group("api")
         return {"op": op, "module_path": _unwrapped(owner.group("path"), m) if owner else "", "grad": False,
                 "pass": found.group("pass")}
     pieces = entry.split(".")
@@ -162,7 +162,7 @@ def _leaf(value: dict, where: str, fmt: DumpFormats) -> dict | None:
     kind = value["type"]
     if not isinstance(kind, str):
         raise InputError(where, f"type is {type(kind).__name__}, expected a string", FIX)
-    if kind in m["scalar_types"]:
+    if kind in m["scalar_types"] and m["scalar_rows"]:
         if not isinstance(value.get("value"), (int, float)):
             return None                                    # None / non-numeric: nothing to compare
         number_ = float(value["value"])
