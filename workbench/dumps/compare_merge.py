@@ -47,22 +47,21 @@ def merge_reports(paths: list[Path]):
     from .compare_result import compare_result
     from .match import Matching
 
-    documents = {Path(path): _part(Path(path)) for path in paths}
+    documents = [(Path(path), _part(Path(path))) for path in paths]      # a list: the same file twice is refused
     seen: dict[tuple, Path] = {}
-    for path, document in documents.items():
+    for path, document in documents:
         for unit in document["facts"].get("units") or []:
             if tuple(unit) in seen:
                 raise InputError(str(path), f"unit (step, rank) {tuple(unit)} is also in {seen[tuple(unit)]}",
                                  "merge each part once, all from one split")
             seen[tuple(unit)] = path
-    pairs = pd.concat([_frame(d["tables"]["pairs"], p, "pairs") for p, d in documents.items()], ignore_index=True)
-    unmatched = pd.concat([_frame(d["tables"]["unmatched"], p, "unmatched") for p, d in documents.items()],
-                          ignore_index=True)
+    pairs = pd.concat([_frame(d["tables"]["pairs"], p, "pairs") for p, d in documents], ignore_index=True)
+    unmatched = pd.concat([_frame(d["tables"]["unmatched"], p, "unmatched") for p, d in documents], ignore_index=True)
     if "status" in unmatched.columns:
         unmatched = unmatched.drop(columns="status")
-    first = next(iter(documents.values()))
-    rows = {side: sum(int(d["facts"].get("rows", {}).get(side, 0)) for d in documents.values()) for side in ("A", "B")}
+    first = documents[0][1]
+    rows = {side: sum(int(d["facts"].get("rows", {}).get(side, 0)) for _, d in documents) for side in ("A", "B")}
     result = compare_result(Matching(pairs, unmatched), pairs, dict(first["sources"]), rows["A"], rows["B"])
-    result.notes.append(f"merged from {len(documents)} part(s): {', '.join(str(p) for p in documents)}")
-    result.facts.update({"units": sorted(list(u) for u in seen), "parts": [str(p) for p in documents]})
+    result.notes.append(f"merged from {len(documents)} part(s): {', '.join(str(p) for p, _ in documents)}")
+    result.facts.update({"units": sorted(list(u) for u in seen), "parts": [str(p) for p, _ in documents]})
     return result

@@ -30,7 +30,10 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
                     tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
                             "hierarchy": flat(tree)},
                     sources=sources, facts={"first_divergence": first, "matched": len(evaluated),
-                                            "unmatched": counts, "rows": {"A": total_a, "B": total_b}})
+                                            "unmatched": counts, "rows": {"A": total_a, "B": total_b}},
+                    terminal_columns={"pairs": ("status", "worst_rel", "tolerance", "logical_module", "a_name", "b_name"),
+                                      "unmatched": ("side", "name", "reason"),
+                                      "suspects": ("call_a", "call_b", "amplification"), "hierarchy": ()})
     result.renderers["html"] = lambda r: _html(r, tree)
     return result
 

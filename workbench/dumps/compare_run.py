@@ -49,7 +49,8 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
     if pairs is None:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
                          "check --rank/--step, or give fewer parts than units")
-    result = compare_result(Matching(pairs, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, len(a), len(b))
+    totals = [sum(len(job[side]) for job in jobs) for side in (0, 1)]          # rows of the units compared
+    result = compare_result(Matching(pairs, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals)
     result.notes += notes + ([f"part {part[0]} of {part[1]}: units {units}; join the parts with "
                                "`workbench compare merge`"] if part else [])
     result.facts.update({"units": [list(u) for u in units], "part": options.part, "module_formats": formats})
