@@ -23,10 +23,14 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
                _first_line(first)]
     summary += [f"suspect {i + 1}: {_call_text(row)} (amplification {row['amplification']:.3g})"
                 for i, row in enumerate(suspect_table.head(3).to_dict("records"))]
+    differing = _differing_from_the_start(evaluated) if first is None else None
+    if differing:
+        summary.insert(1, differing)
     detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
     unmatched_view = unmatched.assign(status="unmatched")
-    result = Result(kind="compare", title="Dump comparison", verdict="DIVERGED" if first else "PASS",
-                    exit_code=1 if first else 0, summary=summary,
+    verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing else "PASS"
+    result = Result(kind="compare", title="Dump comparison", verdict=verdict,
+                    exit_code=0 if verdict == "PASS" else 1, summary=summary,
                     tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
                             "hierarchy": flat(tree)},
                     sources=sources, facts={"first_divergence": first, "matched": len(evaluated),
@@ -36,6 +40,19 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
                                       "suspects": ("call_a", "call_b", "amplification"), "hierarchy": ()})
     result.renderers["html"] = lambda r: _html(r, tree)
     return result
+
+
+def _differing_from_the_start(evaluated) -> str | None:
+    """Pairs that differ although no call turns agreeing inputs into differing outputs: the earliest
+    difference is already in what the runs were fed (data, weights), never a "pass"."""
+    errors = evaluated[evaluated["status"] == "error"] if len(evaluated) else evaluated
+    if not len(errors):
+        return None
+    earliest = errors.sort_values(["step", "rank", "order"]).iloc[0]
+    return (f"no call turns agreeing inputs into differing outputs, yet {len(errors)} pair(s) differ, the earliest "
+            f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
+            f"{earliest['rank']}): the runs' inputs already differ there — check the data and the weights first "
+            "(workbench data diff, workbench weights diff)")
 
 
 def _first_line(first: dict | None) -> str:
