@@ -84,3 +84,16 @@ def test_bad_arguments_and_parts_are_one_line(capsys, tmp_path):
     assert "bad.json" in one_line(capsys, "merge", str(bad)) and "schema" in one_line(capsys, "merge", str(bad))
     bad.write_text('{"schema": "workbench.compare/1", "tables": {"pairs": [')
     assert "bad.json" in one_line(capsys, "merge", str(bad))
+
+
+def test_logits_through_the_command_name_the_first_failing_token(capsys, tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((8, 50)).astype(np.float32)
+    candidate = reference + rng.standard_normal(reference.shape).astype(np.float32) * 1e-6
+    candidate[5] = rng.standard_normal(50)                  # token 5 computed wrongly
+    np.save(tmp_path / "ref.npy", reference)
+    np.save(tmp_path / "cand.npy", candidate)
+    code, document = report(capsys, str(tmp_path / "ref.npy"), str(tmp_path / "cand.npy"), "--logits")
+    assert (code, document["schema"], document["facts"]["first_failing_token"]) == (1, "workbench.logits/1", 5)
