@@ -17,16 +17,12 @@ bf16 against fp32 is judged at bf16's tolerance, never an error by itself."""
 DEFAULT_RTOL = 1e-4                  # dtypes without a floating precision (int, bool): exact stats expected
 WARNING_FACTOR = 10.0                # beyond the tolerance but within 10x: warning; past it: error
 NOISE_FACTOR = 2.0                   # a rerun samples the noise once: the tolerance is twice the spread seen
-_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
-            "double": "float64", "fp64": "float64"}
-
-
 def normalise_dtype(name) -> str:
-    """``Float32``, ``torch.float32``, ``mindspore.float32``, ``fp32`` → ``float32``."""
-    text = str(name or "").strip().lower()
-    for prefix in ("torch.", "mindspore.", "ms.", "np.", "numpy."):
-        text = text[len(prefix):] if text.startswith(prefix) else text
-    return _ALIASES.get(text, text)
+    """``Float32``, ``torch.float32``, ``mindspore.float32``, ``fp32`` → ``float32``: the readers' one table of
+    spellings (``datasets/dump_formats.yaml`` ``dtypes``)."""
+    from .formats import load_dump_formats
+
+    return load_dump_formats().dtype(str(name or ""))
 
 
 def tolerance(dtype_a, dtype_b) -> float:
