@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .schema import records
+
 STATUS_RANK = {"pass": 0, "warning": 1, "error": 2}
 
 
@@ -26,7 +28,7 @@ class Node:
 
 def build_tree(evaluated, model: str = "model") -> Node:
     root = Node(model)
-    for row in evaluated.to_dict("records"):
+    for row in records(evaluated):
         layer = row.get("layer")
         path = ["(no layer)" if layer is None or layer != layer else f"layer {int(layer)}",
                 row.get("logical_module") or row.get("a_module_path") or "(no module)",

@@ -15,7 +15,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-MAX_CELLS = 4_000_000        # a gap larger than this (calls A x calls B) is aligned greedily, in order
+MAX_CELLS = 250_000          # a gap larger than this (calls A x calls B) is aligned greedily, in order
+LOOKAHEAD = 8                # greedy: equivalent calls of B looked at for an equal-size one
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,20 @@ def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
 
 
 def _greedy(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    """In order: each call of A takes the next unused equivalent call of B (an equal-size one among the next
+    ``LOOKAHEAD`` equivalents when there is one). Positions per (class, pass) are indexed once, so a long
+    gap costs O((n + m) log m), never n x m."""
+    positions: dict[tuple, list[int]] = {}
+    for k, y in enumerate(b):
+        positions.setdefault((y.cls, y.pass_), []).append(k)
     pairs, j = [], 0
     for i, x in enumerate(a):
-        k = next((k for k in range(j, len(b)) if score(x, b[k])), None)
-        if k is not None:
-            pairs.append((i, k))
-            j = k + 1
+        candidates = positions.get((x.cls, x.pass_), [])
+        start = bisect.bisect_left(candidates, j)
+        window = candidates[start:start + LOOKAHEAD]
+        if not window:
+            continue
+        k = next((k for k in window if b[k].numels == x.numels), window[0])
+        pairs.append((i, k))
+        j = k + 1
     return pairs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .match_calls import STATS, Call, combine, known
+from .schema import index_records
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
                "source")
@@ -14,8 +15,8 @@ UNMATCHED_COLUMNS = ("side", "rank", "step", "order", "name", "op", "module_path
 
 class PairBuilder:
     def __init__(self, table_a, table_b):
-        self.recs_a = table_a.to_dict("index")
-        self.recs_b = table_b.to_dict("index")
+        self.recs_a = index_records(table_a)
+        self.recs_b = index_records(table_b)
         self.pairs: list[dict] = []
         self.unmatched: list[dict] = []
         self._reasons: dict[tuple[str, object], str] = {}

@@ -55,3 +55,20 @@ def as_table(rows: list[dict]):
 
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     return frame.astype(COLUMNS)
+
+
+def records(frame) -> list[dict]:
+    """Rows as dicts, like ``frame.to_dict("records")`` (NA of nullable columns as None, NaN kept, Python
+    scalars) at a fraction of its cost on nullable and string columns: the per-row loops of matching and
+    verdicts read hundreds of thousands of rows."""
+    import pandas as pd
+
+    columns = list(frame.columns)
+    arrays = [frame[c].to_numpy(dtype=object, na_value=None) if isinstance(frame[c].dtype, pd.api.extensions.ExtensionDtype)
+              else frame[c].to_numpy(dtype=object) for c in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*arrays, strict=True)]
+
+
+def index_records(frame) -> dict:
+    """``{index: row dict}``, like ``frame.to_dict("index")`` (see :func:`records`)."""
+    return dict(zip(frame.index, records(frame), strict=True))

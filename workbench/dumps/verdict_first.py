@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from .schema import records
+
 SUSPECTS = 10
 SUSPECT_COLUMNS = ("step", "rank", "order", "level", "call_a", "call_b", "layer", "logical_module", "module_a",
                    "module_b", "pass", "input_worst", "output_worst", "tolerance", "amplification", "stack_a", "stack_b")
@@ -17,7 +19,7 @@ SUSPECT_COLUMNS = ("step", "rank", "order", "level", "call_a", "call_b", "layer"
 def diverging_calls(evaluated) -> list[dict]:
     """Every diverging call, in (step, rank, order) order."""
     calls: dict[tuple, dict] = {}
-    for row in evaluated.to_dict("records"):
+    for row in records(evaluated):
         key = (row["step"], row["rank"], row["call_a"], row["call_b"])
         call = calls.setdefault(key, {"rows": [], "order": row["order"]})
         call["rows"].append(row)
