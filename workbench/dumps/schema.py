@@ -15,9 +15,11 @@ logical_module  string    the spec's logical module (``layers.0.attn.q``), fille
 layer           Int64     the decoder layer index, <NA> when none
 pass            string    forward | backward
 io              string    input | output | parameter
-slot            int       position among the inputs/outputs (``input.0``, kwargs by name order)
+slot            int       position among the inputs/outputs (``input.0``); keyword arguments are
+                          numbered after the positional ones, in the dump's (call) order
 dtype           string    normalised: float32, float16, bfloat16, int64, bool, ... (``Float32`` and
-                          ``torch.float32`` are both ``float32``)
+                          ``torch.float32`` are both ``float32``); ``py_int``/``py_float``/``py_bool``
+                          for numbers passed as arguments (msprobe, only with ``scalar_rows: true``)
 shape           string    ``2x8x16`` ("" for a scalar)
 numel           Int64     element count (<NA> when the shape is unknown)
 max min mean    float64   statistics as dumped (or computed from the tensor file)
