@@ -135,7 +135,11 @@ def _run(jobs: list[tuple[Path, list[str]]]) -> None:
                                                             stderr=subprocess.STDOUT)))
     failures = []
     for out, partial, log, process in running:
-        code = process.wait(timeout=WORKER_TIMEOUT_S)
+        try:
+            code = process.wait(timeout=WORKER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
         log.close()
         if code:
             tail = Path(log.name).read_text(errors="replace")[-3000:]
