@@ -146,6 +146,21 @@ def test_graph_mode_tensor_dump_has_mindspores_tree(graph_pair):
     assert ours == real - {"rank_0/NET/0/1"}  # the fixture ran two iterations, these dumps one
     torch_tensors = dump_pairs.dump_json(graph_pair.torch).with_name("dump_tensor_data")
     assert any(path.name.startswith("Torch.softmax.0.forward.output.0") for path in torch_tensors.iterdir())
+    torch_listing = fixtures_dir("dumps", "msprobe_pytorch", "out_tensor_mix") / "TREE.txt"
+    assert tree(graph_pair.torch) == fixture_tree(torch_listing)
+
+
+def test_graph_mode_dump_of_the_fp16_softmax_fault_holds_an_fp16_softmax_in_that_layer(tmp_path_factory):
+    """The layer is found by execution order: after MindSpore's graph passes, ops of layer 1 can carry layer
+    0's scope (here both Softmax ops are ``layers-CellList/0-DecoderLayer/...``; op0 and op1 tell them apart)."""
+    pair = dump_pairs.graph_dump_pair(dump_pairs.session_folder(tmp_path_factory), "softmax_fp16")
+    rank = pair.mindspore / "rank_0"
+    order = (rank / "execution_order" / "ms_execution_order_graph_0.csv").read_text().splitlines()
+    softmax_ops = [line.replace("/", "_") for line in order if "/Softmax-op" in line]
+    assert len(softmax_ops) == dump_pairs.CONFIG_FIELDS["num_layers"]
+    fp16 = [path.name for path in (rank / "LlamaForCausalLM" / "0" / "0").glob("Softmax.*.output.0.*.Float16.npy")]
+    layer = dump_pairs.FAULT_LAYER["softmax_fp16"]
+    assert len(fp16) == 1 and fp16[0].startswith(f"Softmax.{softmax_ops[layer]}.")
 
 
 def test_logits_agree_before_the_planted_token_and_differ_from_it(logits_pair):
