@@ -30,15 +30,7 @@ SCRIPT = ("torchrun pretrain_gpt.py --num-layers 1 --hidden-size 32 --num-attent
           "--num-query-groups 2 --ffn-hidden-size 48 --swiglu --normalization RMSNorm --seq-length 16\n")
 
 
-class Wrapper(torch.nn.Module):
-    """Megatron's DDP and Float16Module both hold the model as ``self.module``."""
-
-    def __init__(self, module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, *args):
-        return self.module(*args)
+from optim_capture import Wrapper  # noqa: E402  (Megatron's DDP / Float16Module stand-in)
 
 
 def backward(model, seed: int = 0):

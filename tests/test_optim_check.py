@@ -138,3 +138,12 @@ def test_a_tp2_capture_checks_exactly_like_the_tp1_one(capsys, tmp_path):
     assert reports["tp1"][0] == reports["tp2"][0] == 1
     assert reports["tp1"][1]["tables"] == reports["tp2"][1]["tables"]
     assert [row["cause"] for row in reports["tp2"][1]["tables"]["diagnosis"]] == ["weight_decay_groups"]
+
+
+def test_two_faults_at_once_are_not_forced_into_one_cause(capsys, captures, tmp_path):
+    code, report = check(capsys, captures["clipped"], mindformers_yaml(tmp_path / "mf.yaml", lr=1.1e-2, eps=1e-6))
+    diagnosis = report["tables"]["diagnosis"]
+    assert code == 1 and all(row["status"] != "diagnosis" for row in diagnosis)
+    assert {row["cause"] for row in diagnosis} >= {"configured"} and all(row["residual"] > 1e-4 for row in diagnosis)
+    line = next(line for line in report["summary"] if line.startswith("no single cause"))
+    assert "worst parameters: " in line and "model." in line

@@ -116,3 +116,25 @@ def test_configs_from_a_config_that_leaves_values_open_name_them():
     script = fixtures_dir("configs", "megatron") / "mindspeed_llm_v2.2.0__pretrain_llama2_7b_ptd.sh"
     with pytest.raises(InputError, match="model.padded_vocab_size is not settled"):
         configs_from_file(script, "megatron")
+
+
+def test_a_failed_run_leaves_no_folder_and_a_rerun_replaces_the_old_one(batches, tmp_path, monkeypatch):
+    """The run folder is staged beside --out and renamed in at the end: a run that fails half-way (here: the
+    checkpoint writer) leaves neither the folder nor a staging folder; a finished run replaces the old folder."""
+    import workbench.reference.runner as runner
+
+    out = tmp_path / "run"
+    spec = RunSpec("megatron", ModelConfig(), TrainConfig(steps=2), out, batches=batches, save=("megatron",))
+
+    def broken(*_):
+        raise RuntimeError("disk went away")
+    monkeypatch.setattr(runner, "_save", broken)        # a real failure point: after the log and grads exist
+    with pytest.raises(RuntimeError):
+        run(spec)
+    assert list(tmp_path.iterdir()) == []                # no run folder, no staging folder
+    monkeypatch.undo()
+    (out / "old").mkdir(parents=True)
+    result = run(spec)
+    assert result.log == out / "train.log" and result.log.is_file() and not (out / "old").exists()
+    assert result.checkpoints and all(path.exists() and out in path.parents for path in result.checkpoints)
+    assert not any(p.name.startswith(".run") for p in tmp_path.iterdir())

@@ -60,8 +60,9 @@ def _summary(table: pd.DataFrame, failed: bool, diagnosis: list[Hypothesis], par
                      f"(residual {hypothesis.score:.2g} ≤ {facts['fit_tol']:g})")
     if failed and not diagnosis:
         closest = ", ".join(f"{h.key} ({h.score:.2g})" for h in partial if h.key != "configured") or "none"
-        lines.append(f"no single cause reproduces the reference's update; closest: {closest}; "
-                     f"see the worst parameters in the table")
+        worst_names = table.sort_values("update_rel_diff", ascending=False)["name"].head(3)
+        lines.append(f"no single cause reproduces the reference's update (several at once, or something outside "
+                     f"the optimizer); closest: {closest}; worst parameters: {', '.join(worst_names)}")
     lines.append(f"applied {facts['optimizer_class']} with lr {facts['settings']['lr']:.6g}, clip coefficient "
                  f"{facts['clip_coefficient']:.6g} (global gradient norm {facts['grad_norm']:.6g})")
     return lines

@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--micro-batch-size", type=int, default=2)
         sub.add_argument("--data-seed", type=int, default=0)
         sub.add_argument("--out", type=Path, required=True)
-        sub.add_argument("--force", action="store_true", help="write into an existing output")
+        sub.add_argument("--force", action="store_true", help="replace an existing output (the new one is renamed in when complete)")
     train = commands.choices["train"]
     train.add_argument("--side", choices=("megatron", "mindformers"), required=True)
     train.add_argument("--batches", type=Path, help=".npz of tokens/labels/loss_mask [steps, b, s]")

@@ -92,16 +92,36 @@ def _check(spec: RunSpec) -> None:
 
 
 def run(spec: RunSpec) -> RunResult:
-    """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads)."""
+    """Train ``spec.train.steps`` updates and write ``out/train.log`` (+ checkpoints, grads).
+
+    The whole folder is written in a staging folder beside ``out`` and renamed into place at the end
+    (replacing an existing ``out``): an interrupted or failed run leaves nothing that looks complete.
+    """
+    from dataclasses import replace
+
+    from ..convert.staging import Staging
+
     _check(spec)
     steps = spec.train.steps
     batches = (load_batches(spec.batches, steps) if spec.batches else       # bad batches: nothing is created
                synthetic_batches(spec.model, steps, spec.micro_batch_size, spec.data_seed))
-    spec.out.mkdir(parents=True, exist_ok=True)
+    with Staging(spec.out) as staging:
+        staging.path.mkdir()
+        result = _train(replace(spec, out=staging.path), batches)
+        staging.publish([])
+
+    def moved(path: Path | None) -> Path | None:
+        return None if path is None else spec.out / path.relative_to(staging.path)
+
+    return RunResult(moved(result.log), result.losses, result.lrs, result.grad_norms,
+                     [moved(path) for path in result.checkpoints], moved(result.grads_dir))
+
+
+def _train(spec: RunSpec, batches: list[dict[str, np.ndarray]]) -> RunResult:
     grads_dir = spec.out / "grads" if spec.grads else None
     log = spec.out / "train.log"
     trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
-    results = trainer.train(steps, batches, log_path=log, grads_dir=grads_dir)
+    results = trainer.train(spec.train.steps, batches, log_path=log, grads_dir=grads_dir)
     norms = [getattr(result, "grad_norm", None) or getattr(result, "global_norm", 0.0) for result in results]
     checkpoints = _save(spec, net)
     return RunResult(log, [r.loss for r in results], [r.lr for r in results], norms, checkpoints, grads_dir)

@@ -15,7 +15,7 @@ from functools import cached_property
 from itertools import product
 from math import prod
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from .expr import Dim, Expr, evaluate_shape
 from .model_params import ModelParams
@@ -32,6 +32,7 @@ class LogicalTensor:
     layers: str                  # "all" | "dense" | "moe" (ignored for names without {i})
     order: int                   # position in the hub (output order)
     tied_to: str | None = None   # may be absent from a checkpoint: then it is this tensor (tied embeddings)
+    module: str | None = None    # the logical module holding it when not itself (hub ``module:``)
 
     @property
     def name(self) -> str:
@@ -84,6 +85,7 @@ class ArchSpec:
     extends: str | None = None
     description: str = ""
     hf_config: object = None                   # HfConfigSpec of the ``hf_config:`` block (spec/hf_config.py)
+    indices: object = None                     # Indices of the hub (spec/layer_sets.py): sizes, layer sets
 
     # ------------------------------------------------------------------ lookups
     def format(self, name: str) -> FormatSpec:
@@ -99,8 +101,15 @@ class ArchSpec:
         return self.logical[part.text]
 
     # ------------------------------------------------------------------ instances
-    def ranges(self, rule: Rule, params: ModelParams) -> dict[str, range]:
-        return {"i": params.layers(rule.layers), "e": range(params.num_experts)}
+    def layers(self, layer_set: str, params: ModelParams) -> Sequence[int]:
+        """The layers of a hub layer set (``all``, ``dense``, ``moe``, ...) for these sizes."""
+        sets = self.indices.layer_sets
+        return sets[layer_set].members(params, sets)
+
+    def ranges(self, rule: Rule, params: ModelParams) -> dict[str, Sequence[int]]:
+        env = params.env()
+        return {var: self.layers(rule.layers, params) if var == "i" else range(env[size])
+                for var, size in self.indices.sizes.items()}
 
     def instances(self, rule: Rule, params: ModelParams) -> Iterator[dict[str, int]]:
         """Every index assignment of the rule's physical name (one per physical tensor)."""
@@ -141,7 +150,7 @@ class ArchSpec:
         shapes = [self.tensor(part).shape for part in rule.parts]
         groups: Dim = 1
         for variable in rule.collapsed:
-            groups = groups * Expr.var("num_experts" if variable == "e" else "num_layers")
+            groups = groups * Expr.var(self.indices.sizes[variable])
         if rule.pipeline.reshape is not None:
             return rule.pipeline.reshape
         return rule.pipeline.shape(shapes, groups, dict(rule.pipeline.args))

@@ -14,12 +14,12 @@ from ..errors import InputError, location
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
 from .arch import LogicalTensor
+from .layer_sets import load_indices
 from .expr import ExprError, parse
 from .model_params import PARAM_NAMES
 from .templates import Template, TemplateError
 
 HUB_FILE = "_hub.yaml"
-LAYER_SETS = ("all", "dense", "moe")
 
 
 def hub_path(folder: Path | None = None) -> Path:
@@ -34,7 +34,8 @@ def load_hub(path: Path) -> dict[str, LogicalTensor]:
     if not isinstance(entries, dict) or not entries:
         raise InputError(location(path, doc.lines.get("hub"), "hub"), "expected a mapping 'hub:' of logical names",
                          "write hub: {embed: {shape: [vocab, hidden]}, ...}")
-    hub = {name: _entry(doc, name, value, order) for order, (name, value) in enumerate(entries.items())}
+    layer_sets = tuple(load_indices(path).layer_sets)
+    hub = {name: _entry(doc, name, value, order, layer_sets) for order, (name, value) in enumerate(entries.items())}
     for name, tensor in hub.items():
         _check_tied(doc, hub, name, tensor)
     return hub
@@ -50,26 +51,42 @@ def _check_tied(doc: YamlDoc, hub: dict[str, LogicalTensor], name: str, tensor: 
                          "without indices", "name the tensor this one shares its weights with (lm_head: embed)")
 
 
-def _entry(doc: YamlDoc, name: str, value: object, order: int) -> LogicalTensor:
+def _entry(doc: YamlDoc, name: str, value: object, order: int, layer_sets: tuple[str, ...]) -> LogicalTensor:
     key = f"hub.{name}"
     where = location(doc.path, doc.lines.get(key), key)
     if not isinstance(value, dict) or "shape" not in value:
         raise InputError(where, f"expected {{shape: [...], layers: all|dense|moe}}, found {value!r}",
                          "give the tensor's shape in parameters")
-    unknown = sorted(set(value) - {"shape", "layers", "note", "tied_to"})
+    unknown = sorted(set(value) - {"shape", "layers", "note", "tied_to", "module"})
     if unknown:
-        raise InputError(where, f"unknown field(s) {', '.join(unknown)}", "use shape, layers, note, tied_to")
+        raise InputError(where, f"unknown field(s) {', '.join(unknown)}", "use shape, layers, note, tied_to, module")
     try:
         template = Template.parse(name)
     except TemplateError as error:
         raise InputError(where, str(error), "fix the logical name") from None
     layers = value.get("layers", "all")
-    if layers not in LAYER_SETS:
-        raise InputError(where, f"layers: {layers!r} is not one of {', '.join(LAYER_SETS)}", "fix 'layers'")
+    if layers not in layer_sets:
+        raise InputError(where, f"layers: {layers!r} is not one of {', '.join(layer_sets)} (layer_sets:)",
+                         "fix 'layers'")
+    module = _module(where, value.get("module"), template)
     tied_to = value.get("tied_to")
     if tied_to is not None and not isinstance(tied_to, str):
         raise InputError(where, f"tied_to must be a hub name, found {tied_to!r}", "write tied_to: embed")
-    return LogicalTensor(template, parse_shape(value["shape"], where), layers, order, tied_to)
+    return LogicalTensor(template, parse_shape(value["shape"], where), layers, order, tied_to, module)
+
+
+def _module(where: str, value: object, template: Template) -> str | None:
+    """``module:`` must be a logical name with no index the tensor's own name lacks."""
+    if value is None:
+        return None
+    try:
+        module = Template.parse(value)
+    except TemplateError as error:
+        raise InputError(where, f"module: {error}", "name the logical module, e.g. layers.{i}.attn.q") from None
+    if not set(module.variables) <= set(template.variables):
+        raise InputError(where, f"module: {value!r} has an index the tensor's name lacks",
+                         "use only the tensor's own placeholders")
+    return module.text
 
 
 def parse_shape(value: object, where: str, known: frozenset[str] = PARAM_NAMES) -> tuple:

@@ -27,6 +27,7 @@ rule that shares a logical part. Every format must then map every logical name e
 """
 from __future__ import annotations
 
+from dataclasses import replace
 import os
 import re
 from functools import lru_cache
@@ -39,6 +40,7 @@ from ..yamlio import YamlDoc, load_yaml
 from .arch import ArchSpec, FormatSpec, LogicalTensor
 from .hf_config import check_sizes, parse_block
 from .hub import HUB_FILE, load_hub, parse_shape
+from .layer_sets import load_indices
 from .model_params import PARAM_NAMES
 from .rules import parse_rule, validate_format
 
@@ -82,6 +84,7 @@ def _load(path: Path, mtime: int, chain: tuple[str, ...]) -> ArchSpec:
                          f"write arch: {path.stem}")
     hub = load_hub(path.parent / HUB_FILE)
     spec = _start(doc, data, chain, path)
+    spec.indices = load_indices(path.parent / HUB_FILE)
     _drop(doc, data, spec)
     _add_params(doc, data, spec)
     _add_logical(doc, data, spec, hub)
@@ -202,7 +205,7 @@ def _add_logical(doc: YamlDoc, data: dict, spec: ArchSpec, hub: dict[str, Logica
             raise InputError(where, f"logical name {name!r} is unknown to the hub ({HUB_FILE})",
                              "use a hub name (see converters/_hub.yaml) or add it there")
         entry = hub[name]
-        tensor = LogicalTensor(entry.template, shape or entry.shape, entry.layers, entry.order, entry.tied_to)
+        tensor = replace(entry, shape=shape or entry.shape)
         missing = sorted(set().union(*(d.variables() for d in tensor.shape)) - known)
         if missing:
             raise InputError(where, f"shape of '{name}' uses parameter(s) {', '.join(missing)} not in params",

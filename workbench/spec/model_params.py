@@ -26,6 +26,10 @@ PARAMS: dict[str, tuple[str, str]] = {
                    "moe_shared_expert_intermediate_size"),
     "first_dense_layers": ("leading dense (non-MoE) layers", "first_k_dense_replace / --moe-layer-freq / "
                                                              "first_k_dense_replace"),
+    "moe_layer_freq": ("one MoE layer every N layers (0 or 1: every layer)",
+                       "moe_layer_freq / --moe-layer-freq / moe_layer_freq"),
+    "mtp_layers": ("multi-token-prediction layers after the decoder's",
+                   "num_nextn_predict_layers / --mtp-num-layers / mtp_depth"),
     "q_lora_rank": ("MLA query compression rank", "q_lora_rank / --q-lora-rank / q_lora_rank"),
     "kv_lora_rank": ("MLA key/value compression rank", "kv_lora_rank / --kv-lora-rank / kv_lora_rank"),
     "qk_nope_dim": ("MLA q/k head dim without RoPE", "qk_nope_head_dim / --qk-head-dim / qk_nope_head_dim"),
@@ -50,6 +54,8 @@ class ModelParams:
     moe_ffn: int = 0
     shared_ffn: int = 0
     first_dense_layers: int = 0
+    moe_layer_freq: int = 0
+    mtp_layers: int = 0
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_nope_dim: int = 0
@@ -75,20 +81,6 @@ class ModelParams:
             raise ValueError(f"model parameter(s) {', '.join(f'{n}={values[n]!r}' for n in bad)} "
                              "must be whole numbers >= 0")
         return ModelParams(**values)
-
-    def dense_layers(self) -> range:
-        """Layers with a dense MLP: all without experts, else the first ``first_dense_layers``."""
-        return range(self.num_layers) if not self.num_experts else range(min(self.first_dense_layers, self.num_layers))
-
-    def moe_layers(self) -> range:
-        return range(self.first_dense_layers, self.num_layers) if self.num_experts else range(0)
-
-    def layers(self, layer_set: str) -> range:
-        if layer_set == "dense":
-            return self.dense_layers()
-        if layer_set == "moe":
-            return self.moe_layers()
-        return range(self.num_layers)
 
 
 PARAM_NAMES = frozenset(PARAMS)

@@ -9,6 +9,12 @@ connected components of that sharing, so every relation falls out of the specs::
     split    mindformers w_qkv                       <->  hf q_proj, k_proj, v_proj (B holds several)
     stacked  one side stacks experts in one tensor (a rule whose name lacks the expert index)
 
+:func:`module_relation` does the same for module paths (``spec/modules.py``): leaf modules group
+by the logical modules they hold, parents by their logical group::
+
+    same     megatron decoder.layers.{i}.self_attention  <->  mindformers model.layers.{i}.attention
+    fused    megatron ...linear_qkv                      <->  mindformers ...wq, ...wk, ...wv
+
 Quantities that add over parts (squared norms, element counts) compare per group. Sizes that the
 names carry (layers, experts) are counted from the names; a stacked side needs ``num_experts``
 from the other side's names or from ``params``.
@@ -154,3 +160,27 @@ def _kind(a: list[str], b: list[str], stacked: set[str]) -> str:
     if len(a) == 1:
         return "fused"
     return "split" if len(b) == 1 else "regrouped"
+
+
+def module_relation(arch: ArchSpec | str, fmt_a: str, fmt_b: str) -> list[Correspondence]:
+    """Module path templates of two formats that correspond, and how (same, fused, split, regrouped,
+    stacked, only_a, only_b); ``logical`` holds the logical module templates of each group. Parents
+    pair when their logical groups are equal; leaves through the logical modules they share."""
+    from .loader import load_arch
+    from .modules import group_templates, is_stacked, module_templates
+
+    arch = load_arch(arch) if isinstance(arch, str) else arch
+    sides = [module_templates(arch, fmt) for fmt in (fmt_a, fmt_b)]
+    leaves = [{m.template.text: list(dict.fromkeys(text for text, _ in m.logical)) for m in side if m.leaf}
+              for side in sides]
+    parents = [{m.template.text: ["group:" + "|".join(group_templates(arch, m))] for m in side
+                if not m.leaf and group_templates(arch, m)} for side in sides]
+    stacked = {m.template.text for side in sides for m in side if m.leaf and is_stacked(m)}
+    order = {m.template.text: index for side in sides for index, m in enumerate(side)}
+    out = []
+    for parts_a, parts_b in ((leaves[0], leaves[1]), (parents[0], parents[1])):
+        for a, b, logical in _components(parts_a, parts_b):
+            a, b = sorted(a, key=order.get), sorted(b, key=order.get)
+            labels = tuple(item.removeprefix("group:") for item in logical)
+            out.append(Correspondence(_kind(a, b, stacked), tuple(a), tuple(b), labels))
+    return out

@@ -4,7 +4,7 @@ Every transform has ``fuse(parts, args) -> array`` and ``split(array, part_shape
 (exact inverses, bit for bit, bf16 raw bits included: they only reshape, slice, concatenate,
 transpose) and ``shape(part_shapes, args)``, which works on ints and on symbolic
 :class:`~workbench.spec.expr.Expr` sizes alike. The layouts themselves (with their ASCII
-sketches) live in :mod:`workbench.reference.layouts`.
+sketches) live in :mod:`workbench.spec.layouts`.
 
 =========================  =====  ==============================================================
 name (YAML)                parts  layout
@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..reference import layouts
+from . import layouts
 from ..tensors.base import cast
 from .expr import Dim
 

@@ -1,0 +1,120 @@
+"""Matching of dump tables across frameworks (workbench/dumps/match*.py)."""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import pytest
+from dump_tables import msprobe_table
+from workbench_testing import fixtures_dir
+
+from workbench.dumps.match import match_dumps
+from workbench.dumps.match_calls import combine
+from workbench.dumps.match_mapping import load_mapping
+from workbench.dumps.match_ops import load_operators
+from workbench.dumps.schema import as_table
+from workbench.errors import InputError
+
+# The contract of workbench/spec/modules.py (dumpspec builds the real one): module path -> ModuleRef | None.
+ModuleRef = namedtuple("ModuleRef", "logical layer kind")
+
+
+def _row(side, order, name, module, io, slot, shape, values, op="linear", pass_="forward"):
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    return {"side": side, "rank": 0, "step": 0, "order": order, "name": name, "op": op, "module_path": module,
+            "logical_module": "", "layer": 0, "pass": pass_, "io": io, "slot": slot, "dtype": "float32",
+            "shape": shape, "numel": data.size, "max": data.max(), "min": data.min(), "mean": data.mean(),
+            "l2norm": float(np.linalg.norm(data)), "nan_count": 0, "inf_count": 0, "md5": "", "stack_id": "",
+            "source": "test"}
+
+
+def test_fused_qkv_compared_on_combined_statistics_exactly():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    q, k, v, x = rng.normal(size=8), rng.normal(size=4), rng.normal(size=4), rng.normal(size=6)
+    fused = np.concatenate([q, k, v])
+    a = as_table([_row("A", 0, "Module.decoder.layers.0.self_attention.linear_qkv.Linear.forward.0.input.0",
+                       "decoder.layers.0.self_attention.linear_qkv", "input", 0, "6", x),
+                  _row("A", 1, "Module.decoder.layers.0.self_attention.linear_qkv.Linear.forward.0.output.0",
+                       "decoder.layers.0.self_attention.linear_qkv", "output", 0, "16", fused)])
+    b = as_table([_row("B", 2 * i + j, f"Cell.model.layers.0.attention.{n}.Linear.forward.0.{io}.0",
+                       f"model.layers.0.attention.{n}", io, 0, str(len(t if io == 'output' else x)),
+                       t if io == "output" else x)
+                  for i, (n, t) in enumerate((("wq", q), ("wk", k), ("wv", v))) for j, io in enumerate(("input", "output"))])
+    resolve_a = {"decoder.layers.0.self_attention.linear_qkv":
+                 ModuleRef(("layers.0.attn.q", "layers.0.attn.k", "layers.0.attn.v"), 0, "fused")}.get
+    resolve_b = {f"model.layers.0.attention.w{n}": ModuleRef((f"layers.0.attn.{n}",), 0, "same") for n in "qkv"}.get
+    matching = match_dumps(a, b, resolve_a=resolve_a, resolve_b=resolve_b)
+    out = matching.pairs[matching.pairs["io"] == "output"]
+    assert len(out) == 1 and out.iloc[0]["relation"] == "fused"
+    row = out.iloc[0]
+    assert row["b_max"] == fused.max() and row["b_min"] == fused.min()
+    assert math.isclose(row["b_mean"], fused.mean(), rel_tol=1e-15)
+    assert math.isclose(row["b_l2norm"], float(np.linalg.norm(fused)), rel_tol=1e-15)
+    assert row["b_numel"] == 16 and row["logical_module"] == "layers.0.attn.q,layers.0.attn.k,layers.0.attn.v"
+    assert (matching.pairs["io"] == "input").sum() == 3          # the shared input against each part's
+    assert matching.unmatched.empty
+
+
+def test_combine_of_parts_equals_statistics_of_concatenation():
+    import numpy as np
+
+    parts = [np.arange(3.0), np.array([-7.0, 2.5])]
+    rows = [{"numel": p.size, "max": p.max(), "min": p.min(), "mean": p.mean(), "l2norm": np.linalg.norm(p),
+             "nan_count": 0, "inf_count": 1} for p in parts]
+    whole = np.concatenate(parts)
+    got = combine(rows)
+    assert (got["max"], got["min"], got["numel"], got["inf_count"]) == (2.5, -7.0, 5, 2)
+    assert math.isclose(got["mean"], whole.mean()) and math.isclose(got["l2norm"], np.linalg.norm(whole))
+
+
+def _fixture_pair():
+    folder = fixtures_dir("dumps")
+    return (msprobe_table(folder / "msprobe_pytorch" / "out_statistics_mix", "A"),
+            msprobe_table(folder / "msprobe_mindspore" / "out_statistics_mix", "B"))
+
+
+def test_fixtures_torch_vs_mindspore_modules_matched_without_mapping():
+    a, b = _fixture_pair()
+    matching = match_dumps(a, b)
+    module_rows_b = b[b["name"].str.startswith("Cell.")]
+    matched_b = set(matching.pairs["b_name"])
+    # msprobe compare: 0 of 28 module rows without a mapping, 19 with a cell mapping (all "error" on dtype)
+    # here: every module row of B but the GELU cell's (torch calls gelu as a function: no module to pair)
+    missed = set(module_rows_b["name"]) - matched_b
+    assert len(matched_b & set(module_rows_b["name"])) >= 20 and all(n.startswith("Cell.gelu.") for n in missed)
+    # gamma/beta <-> weight/bias through converters/operators.yaml
+    assert "Cell.ln.LayerNorm.forward.0.parameters.gamma" in matched_b
+    # every row is either paired or listed with its reason
+    assert set(b["name"]) == matched_b | set(matching.unmatched.loc[matching.unmatched["side"] == "B", "name"])
+    gelu = matching.unmatched[matching.unmatched["name"].str.startswith("Cell.gelu")]
+    assert not gelu.empty and gelu["reason"].str.contains("no counterpart in A").all()
+    assert (matching.unmatched["reason"].str.len() > 0).all()
+    # operators inside matched modules align through the equivalence table
+    ops = matching.pairs[matching.pairs["level"] == "operator"]
+    assert {"Functional.layer_norm.0.forward", "Functional.linear.0.forward"} <= set(ops["call_a"])
+
+
+def test_mapping_file_adds_pairs_and_bad_mapping_is_one_line_error(tmp_path):
+    a, b = _fixture_pair()
+    good = tmp_path / "map.yaml"
+    good.write_text("calls:\n  Functional.gelu.0.forward: Functional.gelu.0.forward\n")
+    matching = match_dumps(a, b, mapping=load_mapping(good))
+    assert (matching.pairs["level"] == "mapping").sum() >= 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("modules:\n  fc1: [not, a, name]\n")
+    with pytest.raises(InputError) as error:
+        load_mapping(bad)
+    assert "bad.yaml:2" in str(error.value) and "modules.fc1" in str(error.value)
+
+
+def test_operator_table_rejects_a_name_in_two_classes(tmp_path):
+    path = tmp_path / "operators.yaml"
+    path.write_text("operators:\n  linear: [MatMul]\n  other: [matmul]\n")
+    with pytest.raises(InputError) as error:
+        load_operators(path)
+    assert "operators.yaml:3" in str(error.value) and "already in class" in str(error.value)
+    assert load_operators().op_class("Primitive.matmul.MatMul") == load_operators().op_class("Functional.linear")

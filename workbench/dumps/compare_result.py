@@ -1,0 +1,76 @@
+"""A dump comparison as a :class:`workbench.report.result.Result` (kind ``compare``): the summary (matched and
+unmatched counts per side, the first divergence, the top suspects), the detail table (status colour-coded in
+xlsx like msprobe's workbooks), the unmatched rows with their reasons, and the model → layer → module →
+operator tree (collapsible in HTML)."""
+from __future__ import annotations
+
+from ..report.result import Result
+from .hierarchy import build_tree, flat
+from .verdict_first import first_divergence, suspects
+
+DETAIL_FIRST = ("status", "worst_rel", "tolerance", "note", "level", "relation", "step", "rank", "order", "pass",
+                "io", "slot", "layer", "logical_module", "a_name", "b_name", "a_dtype", "b_dtype", "a_shape", "b_shape")
+
+
+def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int) -> Result:
+    first = first_divergence(evaluated)
+    suspect_table = suspects(evaluated)
+    tree = build_tree(evaluated)
+    unmatched = matching.unmatched
+    counts = {side: int((unmatched["side"] == side).sum()) for side in ("A", "B")}
+    summary = [f"matched pairs: {len(evaluated)}; rows unmatched: A {counts['A']} of {total_a}, "
+               f"B {counts['B']} of {total_b} (reasons in the unmatched table)",
+               _first_line(first)]
+    summary += [f"suspect {i + 1}: {_call_text(row)} (amplification {row['amplification']:.3g})"
+                for i, row in enumerate(suspect_table.head(3).to_dict("records"))]
+    differing = _differing_from_the_start(evaluated) if first is None else None
+    if differing:
+        summary.insert(1, differing)
+    detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
+    unmatched_view = unmatched.assign(status="unmatched")
+    verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing else "PASS"
+    result = Result(kind="compare", title="Dump comparison", verdict=verdict,
+                    exit_code=0 if verdict == "PASS" else 1, summary=summary,
+                    tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
+                            "hierarchy": flat(tree)},
+                    sources=sources, facts={"first_divergence": first, "matched": len(evaluated),
+                                            "unmatched": counts, "rows": {"A": total_a, "B": total_b}},
+                    terminal_columns={"pairs": ("status", "worst_rel", "tolerance", "logical_module", "a_name", "b_name"),
+                                      "unmatched": ("side", "name", "reason"),
+                                      "suspects": ("call_a", "call_b", "amplification"), "hierarchy": ()})
+    result.renderers["html"] = lambda r: _html(r, tree)
+    return result
+
+
+def _differing_from_the_start(evaluated) -> str | None:
+    """Pairs that differ although no call turns agreeing inputs into differing outputs: the earliest
+    difference is already in what the runs were fed (data, weights), never a "pass"."""
+    errors = evaluated[evaluated["status"] == "error"] if len(evaluated) else evaluated
+    if not len(errors):
+        return None
+    earliest = errors.sort_values(["step", "rank", "order"]).iloc[0]
+    return (f"no call turns agreeing inputs into differing outputs, yet {len(errors)} pair(s) differ, the earliest "
+            f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
+            f"{earliest['rank']}): the runs' inputs already differ there — check the data and the weights first "
+            "(workbench data diff, workbench weights diff)")
+
+
+def _first_line(first: dict | None) -> str:
+    if first is None:
+        return "first divergence: none (every matched call whose inputs agree has agreeing outputs)"
+    return f"first divergence: {_call_text(first)}, step {first['step']} rank {first['rank']}"
+
+
+def _call_text(row: dict) -> str:
+    layer = row.get("layer")
+    where = f"layer {int(layer)} " if layer is not None and layer == layer else ""
+    module = row.get("logical_module") or row.get("module_a") or ""
+    return (f"{row['call_a']} ↔ {row['call_b']} ({where}{module}; output {row['output_worst']:.3g} vs inputs "
+            f"{row['input_worst']:.3g}, tolerance {row['tolerance']:.3g})")
+
+
+def _html(result: Result, tree) -> str:
+    from ..report.html import figure_views, render_page, table_view
+
+    return render_page("compare.html.j2", result=result, figures=figure_views(result), hierarchy=tree,
+                       tables=[table_view(name, frame) for name, frame in result.tables.items()])

@@ -1,0 +1,180 @@
+"""Automatic matching of two dump tables (``workbench.dumps.schema``) across frameworks.
+
+    matching = match_dumps(torch_table, mindspore_table, resolve_a=..., resolve_b=..., mapping=...)
+    matching.pairs       # one row per compared tensor pair: both sides' statistics (combined for fused parts)
+    matching.unmatched   # every row that found no counterpart, with the reason
+
+1. Modules: module/cell rows of both sides whose paths resolve (through the spec's module view, or the
+   user mapping) to the same logical module pair up, k-th call with k-th call; a fused module (Megatron
+   ``linear_qkv``) pairs with its parts (``wq``, ``wk``, ``wv``) and is compared on combined statistics.
+   Without a resolver, only identical module paths pair (an exact key, never a similarity).
+2. Operators inside each matched module (and outside any module) are aligned in order through the
+   operator-equivalence table (:mod:`.match_align`).
+3. Rows of paired calls pair by io and position (parameters by name), only with equal element counts.
+Ranks and steps are independent units: A's (rank, step) is compared with B's same (rank, step).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
+from .match_align import Feature, align
+from .match_calls import Call, calls_of, known, pair_rows
+from .match_fused import pair_fused
+from .match_mapping import Mapping
+from .match_ops import OperatorTable, load_operators
+from .match_rows import PairBuilder
+
+Resolver = Callable[[str], object]          # module path -> ModuleRef | None (workbench/spec/modules.py)
+
+
+@dataclass
+class Matching:
+    pairs: object          # DataFrame, see match_rows.PAIR_COLUMNS
+    unmatched: object      # DataFrame, see match_rows.UNMATCHED_COLUMNS
+
+
+def spec_resolver(arch: str | None, fmt: str | None) -> Resolver | None:
+    """The spec's module resolver for ``fmt`` of ``arch`` (the one place this package calls the spec)."""
+    if not arch or not fmt:
+        return None
+    from ..spec.modules import module_resolver      # built by issue 11 §1
+
+    return module_resolver(arch, fmt)
+
+
+def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver | None = None,
+                mapping: Mapping | None = None, ops: OperatorTable | None = None) -> Matching:
+    ops = ops or load_operators()
+    mapping = mapping or Mapping()
+    builder = PairBuilder(a, b)
+    units_b = defaultdict(list)
+    for call in calls_of(b):
+        units_b[(call.rank, call.step)].append(call)
+    units_a = defaultdict(list)
+    for call in calls_of(a):
+        units_a[(call.rank, call.step)].append(call)
+    for unit in sorted(set(units_a) | set(units_b)):
+        calls_a, calls_b = units_a.get(unit, []), units_b.get(unit, [])
+        if not calls_a or not calls_b:
+            side, missing = ("A", "B") if calls_a else ("B", "A")
+            for call in calls_a or calls_b:
+                builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
+            continue
+        _match_unit(builder, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+    return Matching(builder.pairs_table(), builder.unmatched_table())
+
+
+def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], resolve_a, resolve_b,
+                mapping: Mapping, ops: OperatorTable) -> None:
+    explicit = mapping.call_pairs(calls_a, calls_b)
+    for call_a, call_b in explicit:
+        builder.add_calls(call_a, call_b, "mapping", pair_rows(builder.recs_a, call_a, builder.recs_b, call_b, ops))
+    taken_a = {id(c) for c, _ in explicit}
+    taken_b = {id(c) for _, c in explicit}
+    calls_a = [c for c in calls_a if id(c) not in taken_a]
+    calls_b = [c for c in calls_b if id(c) not in taken_b]
+    key_a = _keyer(resolve_a, mapping.module_a)
+    key_b = _keyer(resolve_b, mapping.module_b)
+    modules_a = [c for c in calls_a if c.is_module]
+    modules_b = [c for c in calls_b if c.is_module]
+    paired = _pair_modules(builder, modules_a, modules_b, key_a, key_b, ops)
+    ops_a = _by_module(builder, [c for c in calls_a if not c.is_module], key_a)
+    ops_b = _by_module(builder, [c for c in calls_b if not c.is_module], key_b)
+    for key in sorted(set(ops_a) | set(ops_b), key=str):
+        group_a, group_b = ops_a.get(key, []), ops_b.get(key, [])
+        if key not in paired and group_a and group_b:
+            paired[key] = "same"          # no module rows (a kernel dump): the ops' module paths still pair
+        if key not in paired:
+            for side, group in (("A", group_a), ("B", group_b)):
+                for call in group:
+                    builder.unmatched_call(side, call, paired.get(key, _no_module_reason(call, side)))
+            continue
+        if paired[key] != "same":
+            for side, group in (("A", group_a), ("B", group_b)):
+                for call in group:
+                    builder.unmatched_call(side, call, paired[key])
+            continue
+        _align_ops(builder, group_a, group_b, ops)
+
+
+def _keyer(resolve: Resolver | None, override: Callable[[str], str | None]):
+    cache: dict[str, tuple] = {}
+
+    def key(path: str) -> tuple:
+        if path not in cache:
+            mapped = override(path)
+            ref = None if mapped is not None or resolve is None else resolve(path)
+            if mapped is not None:
+                cache[path] = ((f"map:{mapped}",), None, "same")
+            elif ref is not None:
+                cache[path] = (tuple(ref.logical), ref.layer, ref.kind)
+            else:
+                cache[path] = ((f"path:{path}",), None, "same")
+        return cache[path]
+    return key
+
+
+def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops) -> dict:
+    """Pair module calls; returns logical key -> "same" or the reason ops inside are not aligned."""
+    slots_b = defaultdict(list)
+    for call in modules_b:
+        slots_b[(key_b(call.module_path)[0], call.pass_)].append(call)
+    seen: dict[tuple, int] = defaultdict(int)
+    paired: dict = {(): "same"}
+    leftovers_a = []
+    for call in modules_a:
+        logical, layer, _ = key_a(call.module_path)
+        slot = (logical, call.pass_)
+        candidates = slots_b.get(slot, [])
+        if seen[slot] < len(candidates):
+            other = candidates[seen[slot]]
+            candidates[seen[slot]] = None
+            seen[slot] += 1
+            builder.add_calls(call, other, "module", pair_rows(builder.recs_a, call, builder.recs_b, other, ops),
+                              logical=logical, layer=layer)
+            paired[logical] = "same"
+        else:
+            leftovers_a.append(call)
+    leftovers_b = [c for group in slots_b.values() for c in group if c is not None]
+    pair_fused(builder, leftovers_a, leftovers_b, key_a, key_b, paired, ops)
+    return paired
+
+
+def _by_module(builder: PairBuilder, calls: list[Call], key) -> dict:
+    groups = defaultdict(list)
+    for call in calls:
+        groups[key(call.module_path)[0] if call.module_path else ()].append(call)
+    return groups
+
+
+def _no_module_reason(call: Call, side: str) -> str:
+    other = "B" if side == "A" else "A"
+    return f"its module {call.module_path!r} has no counterpart in {other}"
+
+
+def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
+    features_a = [_feature(builder.recs_a, c, ops) for c in group_a]
+    features_b = [_feature(builder.recs_b, c, ops) for c in group_b]
+    pairs = align(features_a, features_b)
+    used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
+    for i, j in pairs:
+        builder.add_calls(group_a[i], group_b[j], "operator",
+                          pair_rows(builder.recs_a, group_a[i], builder.recs_b, group_b[j], ops))
+    for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
+        for index, call in enumerate(group):
+            if index not in used:
+                what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
+                builder.unmatched_call(side, call, f"{what} with no equivalent at its place in the other side's "
+                                                   f"sequence for module {call.module_path!r}")
+
+
+def _feature(recs: dict, call: Call, ops: OperatorTable) -> Feature:
+    rows = [recs[i] for i in call.rows]
+    numels = tuple(int(r["numel"]) if known(r["numel"]) else -1
+                   for io in ("input", "output") for r in sorted((r for r in rows if r["io"] == io),
+                                                                  key=lambda r: r["slot"]))
+    outputs = [r for r in rows if r["io"] == "output"]
+    level = float(outputs[0]["l2norm"]) if outputs and known(outputs[0]["l2norm"]) else float("nan")
+    return Feature(ops.op_class(call.op), call.pass_, numels, level)

@@ -1,0 +1,120 @@
+"""Order-preserving alignment of two operator sequences (the calls of one matched module, or of the whole
+unit outside any module).
+
+TroubleShooter's scheme, made stricter: first ANCHORS — calls whose (operator class, pass, element
+counts of every input and output) occur exactly once on each side — kept where they are in the same order
+on both sides (longest increasing subsequence); then each gap between anchors is aligned by dynamic
+programming over equivalent operators only (same class and pass), preferring equal element counts, then
+close statistics. Names are never compared for similarity: two calls pair only when the operator table
+says they compute the same thing.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+MAX_CELLS = 4_000_000        # a gap larger than this (calls A x calls B) is aligned greedily, in order
+
+
+@dataclass(frozen=True)
+class Feature:
+    cls: str                 # operator class (converters/operators.yaml)
+    pass_: str
+    numels: tuple            # element counts of the inputs then the outputs, in slot order
+    level: float             # l2norm of the first output (nan when unknown): a tie-breaker
+
+    @property
+    def key(self) -> tuple:
+        return (self.cls, self.pass_, self.numels)
+
+
+def align(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    """Pairs (i, j), increasing in both, of equivalent calls."""
+    anchors = _anchors(a, b)
+    pairs: list[tuple[int, int]] = []
+    start_a = start_b = 0
+    for i, j in [*anchors, (len(a), len(b))]:
+        pairs += [(start_a + x, start_b + y) for x, y in _gap(a[start_a:i], b[start_b:j])]
+        if i < len(a):
+            pairs.append((i, j))
+        start_a, start_b = i + 1, j + 1
+    return pairs
+
+
+def _anchors(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    count_a, count_b = Counter(f.key for f in a), Counter(f.key for f in b)
+    where_b = {f.key: j for j, f in enumerate(b) if count_b[f.key] == 1}
+    candidates = [(i, where_b[f.key]) for i, f in enumerate(a) if count_a[f.key] == 1 and f.key in where_b]
+    return _increasing(candidates)
+
+
+def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of ``pairs`` (sorted by i) whose j increase too."""
+    tails: list[int] = []            # tails[k]: smallest j ending an increasing run of length k + 1
+    tail_at: list[int] = []
+    back: list[int] = []
+    for position, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tails, j)
+        if k == len(tails):
+            tails.append(j)
+            tail_at.append(position)
+        else:
+            tails[k], tail_at[k] = j, position
+        back.append(tail_at[k - 1] if k else -1)
+    chain, position = [], tail_at[-1] if tail_at else -1
+    while position >= 0:
+        chain.append(pairs[position])
+        position = back[position]
+    return chain[::-1]
+
+
+def score(x: Feature, y: Feature) -> float:
+    """How well two calls pair: 0 = never (different operator or pass)."""
+    if x.cls != y.cls or x.pass_ != y.pass_:
+        return 0.0
+    value = 2.0
+    if x.numels == y.numels:
+        value += 1.0
+    elif sorted(x.numels[-1:]) == sorted(y.numels[-1:]):
+        value += 0.5                 # same output size: a reshape/transpose-tolerant match
+    if math.isfinite(x.level) and math.isfinite(y.level):
+        scale = max(abs(x.level), abs(y.level), 1e-30)
+        value += 1.0 - min(abs(x.level - y.level) / scale, 1.0)
+    return value
+
+
+def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    if not a or not b:
+        return []
+    if len(a) * len(b) > MAX_CELLS:
+        return _greedy(a, b)
+    rows, cols = len(a) + 1, len(b) + 1
+    best = [[0.0] * cols for _ in range(rows)]
+    for i in range(1, rows):
+        here, above = best[i], best[i - 1]
+        for j in range(1, cols):
+            pair = score(a[i - 1], b[j - 1])
+            here[j] = max(above[j], here[j - 1], above[j - 1] + pair if pair else -1.0)
+    pairs, i, j = [], len(a), len(b)
+    while i and j:
+        pair = score(a[i - 1], b[j - 1])
+        if pair and best[i][j] == best[i - 1][j - 1] + pair:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif best[i][j] == best[i - 1][j]:
+            i -= 1
+        else:
+            j -= 1
+    return pairs[::-1]
+
+
+def _greedy(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    pairs, j = [], 0
+    for i, x in enumerate(a):
+        k = next((k for k in range(j, len(b)) if score(x, b[k])), None)
+        if k is not None:
+            pairs.append((i, k))
+            j = k + 1
+    return pairs

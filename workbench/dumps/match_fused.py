@@ -1,0 +1,88 @@
+"""A fused module on one side (Megatron ``linear_qkv``, logical ``q,k,v``) against its parts on the other
+(MindFormers ``wq``, ``wk``, ``wv``).
+
+What is comparable from statistics alone:
+- forward outputs, parameters, and backward inputs (the gradient of the outputs) are the parts
+  concatenated: compared against the parts' COMBINED statistics (:func:`.match_calls.combine`);
+- forward inputs are the same tensor fed to every part: compared with each part's input;
+- backward outputs (the gradient of the input) are the SUM of the parts' gradients, which statistics
+  cannot give: listed unmatched with that reason.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .match_calls import Call, param_name
+
+FUSED_REASON = "inside a fused module: compared at module level on combined statistics"
+GRAD_SUM_REASON = ("gradient of a fused module's input is the sum of its parts' gradients, "
+                   "not derivable from statistics")
+
+
+def pair_fused(builder, leftovers_a: list[Call], leftovers_b: list[Call], key_a, key_b, paired: dict, ops) -> None:
+    """Pair fused module calls left over by exact matching with their parts; the rest is unmatched."""
+    used: set = set()
+    _pair_side(builder, leftovers_a, leftovers_b, key_a, key_b, paired, ops, False, used)
+    _pair_side(builder, [c for c in leftovers_b if id(c) not in used], [c for c in leftovers_a if id(c) not in used],
+               key_b, key_a, paired, ops, True, used)
+    for side, calls in (("A", leftovers_a), ("B", leftovers_b)):
+        other = "B" if side == "A" else "A"
+        for call in calls:
+            if id(call) not in used:
+                builder.unmatched_call(side, call, f"module {call.module_path!r} has no counterpart in {other}")
+
+
+def _pair_side(builder, fused_side: list[Call], parts_side: list[Call], key_f, key_p, paired: dict, ops,
+               swap: bool, used: set) -> None:
+    slots = defaultdict(list)
+    for call in parts_side:
+        logical = key_p(call.module_path)[0]
+        if len(logical) == 1:
+            slots[(logical[0], call.pass_)].append(call)
+    taken: dict[tuple, int] = defaultdict(int)
+    for call in fused_side:
+        logical, layer, _ = key_f(call.module_path)
+        wanted = [(name, call.pass_) for name in logical]
+        if len(logical) < 2 or not all(taken[w] < len(slots[w]) for w in wanted):
+            continue
+        parts = [slots[w][taken[w]] for w in wanted]
+        for w in wanted:
+            taken[w] += 1
+        used.update([id(call), *(id(p) for p in parts)])
+        paired[logical] = FUSED_REASON
+        for name in logical:
+            paired[(name,)] = FUSED_REASON
+        _pair_rows(builder, call, parts, logical, layer, ops, swap)
+
+
+def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swap: bool) -> None:
+    side_f, side_p = ("B", "A") if swap else ("A", "B")
+    recs_f, recs_p = builder.recs(side_f), builder.recs(side_p)
+    for io in ("input", "output", "parameter"):
+        rows_f = _io_rows(recs_f, fused, io, ops)
+        rows_p = [_io_rows(recs_p, part, io, ops) for part in parts]
+        for key, index in rows_f.items():
+            found = [part.get(key) for part in rows_p]
+            if any(i is None for i in found):
+                builder.unmatched_row(side_f, index, f"{io} {key} missing in a part of the fused module")
+                continue
+            if io == "output" and fused.pass_ == "backward":
+                builder.unmatched_row(side_f, index, GRAD_SUM_REASON)
+                for i in found:
+                    builder.unmatched_row(side_p, i, GRAD_SUM_REASON)
+                continue
+            part_rows = [recs_p[i] for i in found]
+            if io == "input" and fused.pass_ == "forward":
+                for row in part_rows:
+                    builder.add_fused(recs_f[index], [row], fused.stem, "+".join(p.stem for p in parts), logical,
+                                      layer, swap)
+            else:
+                builder.add_fused(recs_f[index], part_rows, fused.stem, "+".join(p.stem for p in parts), logical,
+                                  layer, swap)
+
+
+def _io_rows(recs: dict, call: Call, io: str, ops) -> dict:
+    rows = sorted((i for i in call.rows if recs[i]["io"] == io), key=lambda i: recs[i]["slot"])
+    if io == "parameter":
+        return {ops.param_class(param_name(recs[i]["name"])): i for i in rows}
+    return dict(enumerate(rows))

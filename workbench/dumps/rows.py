@@ -1,0 +1,114 @@
+"""Pieces every dump reader shares: numbers and shapes checked with one-line errors, folder walking
+by the layouts of ``datasets/dump_formats.yaml``, and the final step from rows to the schema's table."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from ..errors import InputError, location
+from .formats import DumpFormats
+from .schema import as_table
+
+_SHAPE = re.compile(r"^\s*[\(\[]?\s*(?P<dims>[0-9,\s]*?)\s*,?\s*[\)\]]?\s*$")
+NUMBER_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
+
+
+def number(value, where: str, key: str) -> float:
+    """A statistic as a float: JSON numbers, ``nan``/``inf`` spellings; empty or null → nan."""
+    if type(value) is float:
+        return value
+    if value is None or value == "" or value == "N/A":
+        return math.nan
+    if isinstance(value, bool):
+        raise InputError(where, f"{key} is true/false, expected a number", "fix or regenerate the dump")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in NUMBER_WORDS:
+            return NUMBER_WORDS[text]
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    raise InputError(where, f"{key} is {shown}, expected a number", "fix or regenerate the dump")
+
+
+def count(value, where: str, key: str):
+    """A non-negative integer count, or None when absent."""
+    if value is None or value == "":
+        return None
+    result = number(value, where, key)
+    if not math.isfinite(result) or result < 0 or result != int(result):
+        raise InputError(where, f"{key} is {value!r}, expected a non-negative integer", "fix or regenerate the dump")
+    return int(result)
+
+
+def shape_of(value, where: str, key: str = "shape") -> list[int] | None:
+    """``[2, 8, 16]`` / ``"(2,8,16)"`` / ``"()"`` → a list of dims; None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        found = _SHAPE.match(value)
+        if not found:
+            raise InputError(where, f"{key} is {value[:40]!r}, expected dims such as (2,8,16)", "fix or regenerate the dump")
+        value = [int(part) for part in found.group("dims").replace(" ", "").split(",") if part]
+    if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        raise InputError(where, f"{key} is {str(value)[:40]}, expected a list of non-negative integers",
+                         "fix or regenerate the dump")
+    return value
+
+
+def shape_fields(dims: list[int] | None) -> dict:
+    """``shape`` and ``numel`` columns of a dims list."""
+    if dims is None:
+        return {"shape": "", "numel": None}
+    return {"shape": "x".join(str(n) for n in dims), "numel": math.prod(dims)}
+
+
+def folder_number(path: Path, pattern: re.Pattern, group: str) -> int | None:
+    found = pattern.match(path.name)
+    return int(found.group(group)) if found else None
+
+
+def subfolders(folder: Path) -> list[Path]:
+    try:
+        return sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")), key=_natural)
+    except OSError as error:
+        raise InputError(str(folder), f"cannot list it ({error.strerror})", "check the path") from None
+
+
+def _natural(path: Path):
+    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path.name)]
+
+
+def check_same_ranks(found: dict[int, set[int]], root: Path, what: str) -> None:
+    """Every step holds the same rank folders; a rank present in one step and missing in another is an error."""
+    every = set().union(*found.values()) if found else set()
+    for step, ranks in sorted(found.items()):
+        missing = sorted(every - ranks)
+        if missing:
+            raise InputError(str(root), f"step {step} has no {what} for rank(s) {', '.join(map(str, missing))}, "
+                             "which other steps have", "the dump is incomplete: re-dump or remove that step")
+
+
+def finish(rows: list[dict], side: str, fmt: DumpFormats):
+    """Rows → the schema's table: side, execution order per (rank, step), layer from the module path."""
+    counters: dict[tuple[int, int], int] = {}
+    for row in rows:
+        key = (row.get("rank", 0), row.get("step", 0))
+        row["order"] = counters.get(key, 0)
+        counters[key] = row["order"] + 1
+        row["side"] = side
+        row.setdefault("logical_module", "")
+        row.setdefault("module_path", "")
+        row["layer"] = fmt.layer(row["module_path"]) if row["module_path"] else None
+        for text in ("md5", "stack_id", "name", "op"):
+            row.setdefault(text, "")
+    return as_table(rows)
+
+
+def where_line(path: Path, line: int | None = None, key: str | None = None) -> str:
+    return location(path, line, key)

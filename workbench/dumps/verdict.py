@@ -1,0 +1,143 @@
+"""Verdicts on matched pairs (:mod:`.match`): differences of max/min/mean/l2norm against dtype-aware
+tolerances, widened by the reference's own run-to-run noise; nan/inf on one side; tensor metrics.
+
+Relative differences are taken against the reference's (A's) scale: ``|a - b| / max(|a|, rms_a)`` with
+``rms_a = l2norm / sqrt(numel)``, so a mean near zero is judged against the tensor's size, not against 0.
+"""
+from __future__ import annotations
+
+import math
+
+from .match_calls import STATS
+
+RTOL = {"float64": 1e-7, "float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2, "float8": 1.5e-1}
+"""Default tolerance per dtype: a few units of the format's rounding (2^-24, 2^-11, 2^-8, 2^-4) grown by the
+reduction-order differences of two frameworks' kernels. A pair takes the LOWER precision of its two dtypes:
+bf16 against fp32 is judged at bf16's tolerance, never an error by itself."""
+DEFAULT_RTOL = 1e-4                  # dtypes without a floating precision (int, bool): exact stats expected
+WARNING_FACTOR = 10.0                # beyond the tolerance but within 10x: warning; past it: error
+NOISE_FACTOR = 2.0                   # a rerun samples the noise once: the tolerance is twice the spread seen
+def normalise_dtype(name) -> str:
+    """``Float32``, ``torch.float32``, ``mindspore.float32``, ``fp32`` → ``float32``: the readers' one table of
+    spellings (``datasets/dump_formats.yaml`` ``dtypes``)."""
+    from .formats import load_dump_formats
+
+    return load_dump_formats().dtype(str(name or ""))
+
+
+def tolerance(dtype_a, dtype_b) -> float:
+    rtols = [RTOL.get(normalise_dtype(d).split("_")[0], DEFAULT_RTOL) for d in (dtype_a, dtype_b)]
+    return max(rtols)
+
+
+def relative_differences(row: dict) -> dict[str, float]:
+    """Per statistic: |a - b| / max(|a|, rms_a) (nan where a side lacks it)."""
+    numel = row.get("a_numel")
+    l2 = _float(row.get("a_l2norm"))
+    rms = l2 / math.sqrt(float(numel)) if numel and _present(numel) and math.isfinite(l2) else math.nan
+    out = {}
+    for stat in STATS:
+        a, b = _float(row.get(f"a_{stat}")), _float(row.get(f"b_{stat}"))
+        scale = max(abs(a) if math.isfinite(a) else 0.0, rms if math.isfinite(rms) else 0.0, 1e-30)
+        out[stat] = abs(a - b) / scale if math.isfinite(a) and math.isfinite(b) else math.nan
+    return out
+
+
+def nan_inf_note(row: dict) -> str:
+    """Which side alone holds nan/inf (counts, or non-finite statistics); "" when none or both."""
+    bad = []
+    for side in ("a", "b"):
+        counts = [row.get(f"{side}_nan_count"), row.get(f"{side}_inf_count")]
+        stats = [_float(row.get(f"{side}_{s}")) for s in ("max", "min")]
+        bad.append(any(_present(c) and int(c) > 0 for c in counts) or any(math.isinf(s) or math.isnan(s)
+                                                                           for s in stats if _present(s)))
+    if bad[0] == bad[1]:
+        return ""
+    return "nan/inf only in A" if bad[0] else "nan/inf only in B"
+
+
+def evaluate(pairs, noise: dict | None = None):
+    """``pairs`` with rel_<stat>, worst_rel, tolerance, noise, note and status (pass | warning | error).
+    ``noise``: (rank, step, A row name) -> observed run-to-run relative spread (:func:`noise_spread`)."""
+    frame = pairs.copy()
+    records = frame.to_dict("records")
+    columns: dict[str, list] = {f"rel_{s}": [] for s in STATS}
+    for key in ("worst_rel", "tolerance", "noise", "note", "status"):
+        columns[key] = []
+    for row in records:
+        rel = relative_differences(row)
+        finite = [v for v in rel.values() if math.isfinite(v)]
+        worst = max(finite) if finite else math.nan
+        tol = tolerance(row.get("a_dtype"), row.get("b_dtype"))
+        spread = (noise or {}).get((row["rank"], row["step"], row["a_name"]), math.nan)
+        if math.isfinite(spread):
+            tol = max(tol, NOISE_FACTOR * spread)
+        note = nan_inf_note(row)
+        for stat in STATS:
+            columns[f"rel_{stat}"].append(rel[stat])
+        columns["worst_rel"].append(worst)
+        columns["tolerance"].append(tol)
+        columns["noise"].append(spread)
+        columns["note"].append(note or _dtype_note(row))
+        columns["status"].append(_status(worst, tol, note))
+    for key, values in columns.items():
+        frame[key] = values
+    return frame
+
+
+def _status(worst: float, tol: float, note: str) -> str:
+    if note:
+        return "error"
+    if not math.isfinite(worst) or worst <= tol:
+        return "pass"
+    return "warning" if worst <= WARNING_FACTOR * tol else "error"
+
+
+def _dtype_note(row: dict) -> str:
+    a, b = normalise_dtype(row.get("a_dtype")), normalise_dtype(row.get("b_dtype"))
+    return f"{a} vs {b}: judged at {a if RTOL.get(a, 0) >= RTOL.get(b, 0) else b}'s tolerance" if a != b else ""
+
+
+def noise_spread(reference, rerun) -> dict:
+    """The run-to-run spread of the reference side: rows of two dumps of the same framework and code pair up
+    by (rank, step, name); the worst relative difference of their statistics, per row."""
+    keys = ["rank", "step", "name"]
+    merged = reference.merge(rerun, on=keys, suffixes=("_a", "_b"))
+    spread = {}
+    for row in merged.to_dict("records"):
+        view = {f"a_{s}": row[f"{s}_a"] for s in STATS} | {f"b_{s}": row[f"{s}_b"] for s in STATS}
+        view["a_numel"] = row["numel_a"]
+        finite = [v for v in relative_differences(view).values() if math.isfinite(v)]
+        spread[(row["rank"], row["step"], row["name"])] = max(finite) if finite else math.nan
+    return spread
+
+
+def tensor_metrics(a, b) -> dict[str, float]:
+    """Both sides' tensors: cosine, max abs error, max relative error, and the share of elements whose
+    relative error is within one-thousandth and five-thousandths (msprobe's "One/Five Thousandth Err Ratio")."""
+    import numpy as np
+
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.size != y.size:
+        raise ValueError(f"tensors of {x.size} and {y.size} elements")
+    diff = np.abs(x - y)
+    norms = float(np.linalg.norm(x) * np.linalg.norm(y))
+    rel = diff / np.maximum(np.abs(x), np.finfo(np.float64).tiny)
+    return {"cosine": float(x @ y / norms) if norms else (1.0 if not diff.any() else math.nan),
+            "max_abs_err": float(diff.max(initial=0.0)), "max_rel_err": float(rel.max(initial=0.0)),
+            "one_thousandth_ratio": float((rel <= 1e-3).mean()) if x.size else 1.0,
+            "five_thousandths_ratio": float((rel <= 5e-3).mean()) if x.size else 1.0}
+
+
+def _float(value) -> float:
+    try:
+        return float(value) if _present(value) else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _present(value) -> bool:
+    import pandas as pd
+
+    return value is not None and not (pd.isna(value) if not isinstance(value, str) else False)
