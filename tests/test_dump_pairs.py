@@ -169,3 +169,15 @@ def test_logits_agree_before_the_planted_token_and_differ_from_it(logits_pair):
     token = dump_pairs.LOGITS_FAULT_TOKEN
     np.testing.assert_allclose(ms_logits[:token], torch_logits[:token], rtol=1e-4, atol=1e-5)
     assert np.abs(ms_logits[token] - torch_logits[token]).max() > 1e-2
+
+
+def test_workbench_compare_reads_the_real_dumps_and_names_the_wrong_epsilon(msprobe_pairs, tmp_path):
+    """msprobe writes a bool tensor's Max/Min as true/false (the attention mask): read as 1/0, never refused.
+    The wrong-epsilon fault's first divergence is the add of epsilon in layer 0's norm."""
+    from workbench.cli.main import main
+
+    pair, out = msprobe_pairs["norm_epsilon"], tmp_path / "compare.json"
+    assert main(["compare", str(pair.torch), str(pair.mindspore), "--out", str(out)]) == 1
+    first = next(line for line in json.loads(out.read_text())["summary"] if line.startswith("first divergence"))
+    assert first.startswith("first divergence: Tensor.__add__.0.forward ↔ Tensor.__add__.0.forward (layer 0 "
+                            "decoder.layers.0.input_layernorm;"), first
