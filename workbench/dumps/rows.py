@@ -20,8 +20,8 @@ def number(value, where: str, key: str) -> float:
         return value
     if value is None or value == "" or value == "N/A":
         return math.nan
-    if isinstance(value, bool):
-        raise InputError(where, f"{key} is true/false, expected a number", "fix or regenerate the dump")
+    if isinstance(value, bool):  # msprobe writes a bool tensor's Max/Min as true/false (Mean/Norm null)
+        return float(value)
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str):

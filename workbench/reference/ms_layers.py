@@ -89,7 +89,7 @@ def rotary_tables(head_dim: int, seq_length: int, base: float) -> tuple[np.ndarr
 class Attention(nn.Cell):
     """GQA self-attention, causal additive mask, optional q/k RMSNorm, fused or separate q/k/v."""
 
-    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool):
+    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, softmax_dtype=None):
         super().__init__()
         h, d, n, nkv = cfg.hidden_size, cfg.head_dim, cfg.num_attention_heads, cfg.num_kv_heads
         self.n, self.nkv, self.d, self.rep, self.qkv_concat = n, nkv, d, n // nkv, qkv_concat
@@ -109,8 +109,8 @@ class Attention(nn.Cell):
         causal = np.triu(np.full((cfg.seq_length, cfg.seq_length), MASK_VALUE, np.float32), 1)
         self.mask = Tensor(causal, dtypes["compute_dtype"])
         self.scale = Tensor(1.0 / np.sqrt(d), dtypes["compute_dtype"])
-        self.compute, self.softmax_dtype, self.rotary = (dtypes["compute_dtype"], dtypes["softmax_dtype"],
-                                                         dtypes["rotary_dtype"])
+        self.compute, self.rotary = dtypes["compute_dtype"], dtypes["rotary_dtype"]
+        self.softmax_dtype = softmax_dtype or dtypes["softmax_dtype"]  # an override plants a fault (ms_model)
 
     def _project(self, x, b, s):
         if self.qkv_concat:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import mindspore as ms
 import numpy as np
@@ -121,16 +122,43 @@ def parameter_shapes(cfg: ModelConfig, qkv_concat: bool = False) -> dict[str, tu
     return shapes
 
 
+# ---------------------------------------------------------------- planted faults -------------------
+
+@dataclass(frozen=True)
+class PlantedFaults:
+    """Deliberate bugs of the kind a migration introduces, for testing the comparison tools.
+
+    Off by default (``None``); each names the layer it breaks and leaves every other layer exact:
+    ``softmax_fp16_layer``: that layer's attention softmax is computed in fp16 (scores cast to fp16);
+    ``norm_epsilon_layer``: that layer's ``attention_norm`` uses ``wrong_norm_epsilon`` (the classic
+    1e-6 vs 1e-5 confusion) instead of ``model.norm_epsilon``.
+    """
+
+    softmax_fp16_layer: int | None = None
+    norm_epsilon_layer: int | None = None
+    wrong_norm_epsilon: float = 1e-6
+
+    def softmax_dtype(self, layer: int):
+        return ms.float16 if layer == self.softmax_fp16_layer else None
+
+    def attention_norm_epsilon(self, layer: int, epsilon: float) -> float:
+        return self.wrong_norm_epsilon if layer == self.norm_epsilon_layer else epsilon
+
+
+NO_FAULTS = PlantedFaults()
+
+
 # ---------------------------------------------------------------- network --------------------------
 
 class DecoderLayer(nn.Cell):
     """``LLamaDecodeLayer``: pre-norm residual blocks; the residual stream is kept in the residual dtype."""
 
-    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool):
+    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, layer: int = 0,
+                 faults: PlantedFaults = NO_FAULTS):
         super().__init__()
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
-        self.attention_norm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
-        self.attention = Attention(cfg, dtypes, qkv_concat)
+        self.attention_norm = RMSNorm(cfg.hidden_size, faults.attention_norm_epsilon(layer, cfg.norm_epsilon), dtypes)
+        self.attention = Attention(cfg, dtypes, qkv_concat, softmax_dtype=faults.softmax_dtype(layer))
         if not cfg.num_experts:
             self.feed_forward = FeedForward(cfg.hidden_size, cfg.ffn_hidden_size, dtypes, qkv_concat)
         elif cfg.shared_expert_size:
@@ -145,10 +173,10 @@ class DecoderLayer(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool):
+    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, faults: PlantedFaults = NO_FAULTS):
         super().__init__()
         self.tok_embeddings = Embedding(cfg.vocab_size, cfg.hidden_size, dtypes)
-        self.layers = nn.CellList([DecoderLayer(cfg, dtypes, qkv_concat) for _ in range(cfg.num_layers)])
+        self.layers = nn.CellList([DecoderLayer(cfg, dtypes, qkv_concat, i, faults) for i in range(cfg.num_layers)])
         self.norm_out = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
         self.residual = dtypes["residual_dtype"]
 
@@ -162,9 +190,10 @@ class LlamaModel(nn.Cell):
 class LlamaForCausalLM(nn.Cell):
     """Loss-returning causal LM with the legacy MindFormers input contract (see module docstring)."""
 
-    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, pad_token_id: int | None):
+    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, pad_token_id: int | None,
+                 faults: PlantedFaults = NO_FAULTS):
         super().__init__()
-        self.model = LlamaModel(cfg, dtypes, qkv_concat)
+        self.model = LlamaModel(cfg, dtypes, qkv_concat, faults)
         self.lm_head = Linear((cfg.vocab_size, cfg.hidden_size), False, dtypes)
         self.vocab, self.pad_token_id = cfg.vocab_size, pad_token_id
         self.config, self.qkv_concat, self.precision_notes = cfg, qkv_concat, []
@@ -227,17 +256,22 @@ def initial_weights(cfg: ModelConfig, seed: int, qkv_concat: bool = False) -> di
 
 
 def build_model(model: ModelConfig, precision: PrecisionConfig | None = None, seed: int = 1234,
-                qkv_concat: bool = False, pad_token_id: int | None = None) -> LlamaForCausalLM:
+                qkv_concat: bool = False, pad_token_id: int | None = None,
+                faults: PlantedFaults = NO_FAULTS) -> LlamaForCausalLM:
     """The MindFormers-style network with deterministic weights.
 
     ``pad_token_id``: MindFormers multiplies ``tokens != pad_token_id`` into the loss mask (its
     LlamaConfig default is 0); ``None`` (default) disables that so the math equals Megatron's.
+    ``faults``: deliberate bugs for testing the comparison tools (:class:`PlantedFaults`; none by default).
     """
     cfg = model.validate()
     dtypes, notes = resolve_precision(precision or PrecisionConfig())
     for note in notes:
         warnings.warn(note, RuntimeWarning, stacklevel=2)
-    network = LlamaForCausalLM(cfg, dtypes, qkv_concat, pad_token_id)
+    for layer in (faults.softmax_fp16_layer, faults.norm_epsilon_layer):
+        if layer is not None and not 0 <= layer < cfg.num_layers:
+            raise ValueError(f"planted fault in layer {layer}: the model has layers 0..{cfg.num_layers - 1}")
+    network = LlamaForCausalLM(cfg, dtypes, qkv_concat, pad_token_id, faults)
     network.precision_notes = notes
     expected = parameter_shapes(cfg, qkv_concat)
     built = {p.name: tuple(p.shape) for p in network.get_parameters()}
