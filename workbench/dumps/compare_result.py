@@ -28,7 +28,7 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
         summary.insert(1, differing)
     detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
     unmatched_view = unmatched.assign(status="unmatched")
-    verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing else "PASS"
+    verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing and not differing.startswith("note") else "PASS"
     result = Result(kind="compare", title="Dump comparison", verdict=verdict,
                     exit_code=0 if verdict == "PASS" else 1, summary=summary,
                     tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
@@ -43,15 +43,24 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
 
 
 def _differing_from_the_start(evaluated) -> str | None:
-    """Pairs that differ although no call turns agreeing inputs into differing outputs: the earliest
-    difference is already in what the runs were fed (data, weights), never a "pass"."""
+    """Pairs that differ although no call turns agreeing inputs into differing outputs. When nothing agrees
+    before the earliest difference, the runs were fed different data or weights: never a "pass". When
+    outputs agree before and after it, the difference did not propagate (e.g. masked scores -inf against
+    -10000): said, not a verdict."""
     errors = evaluated[evaluated["status"] == "error"] if len(evaluated) else evaluated
     if not len(errors):
         return None
     earliest = errors.sort_values(["step", "rank", "order"]).iloc[0]
+    unit = evaluated[(evaluated["step"] == earliest["step"]) & (evaluated["rank"] == earliest["rank"])]
+    agreed_before = ((unit["order"] < earliest["order"]) & (unit["io"] == "output") & (unit["status"] == "pass")).any()
+    where = (f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
+             f"{earliest['rank']})")
+    if agreed_before:
+        return (f"note: {len(errors)} pair(s) differ without any call turning agreeing inputs into differing "
+                f"outputs, the earliest {where}: differences that do not propagate (e.g. masked scores -inf "
+                "against -10000)")
     return (f"no call turns agreeing inputs into differing outputs, yet {len(errors)} pair(s) differ, the earliest "
-            f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
-            f"{earliest['rank']}): the runs' inputs already differ there — check the data and the weights first "
+            f"{where}: the runs' inputs already differ there — check the data and the weights first "
             "(workbench data diff, workbench weights diff)")
 
 
