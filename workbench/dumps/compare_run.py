@@ -27,42 +27,55 @@ class CompareOptions:
 
 
 def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptions | None = None):
-    """The comparison of dump A (the reference) with dump B as a Result (kind ``compare``)."""
+    """The comparison of dump A (the reference) with dump B as a Result (kind ``compare``).
+
+    msprobe dumps are read per (step, rank) folder inside each unit's job, so ``--workers`` parallelises the
+    reading too; other layouts are read whole first and split by unit.
+    """
     import pandas as pd
 
     from .compare_result import compare_result
     from .match import Matching
-    from .open_dump import open_dump
 
     options = options or CompareOptions()
     part = parse_part(options.part)
-    a, b = _only(open_dump(path_a, "A"), options), _only(open_dump(path_b, "B"), options)
-    noise = _only(open_dump(options.noise, "A"), options) if options.noise else None
-    formats, notes = module_formats(a, b, options.arch)
-    units = select_part(units_of(a, b), part)
-    jobs = [(unit_rows(a, unit), unit_rows(b, unit), unit_rows(noise, unit), formats, options.mapping)
+    sources = [_unit_sources(path, side, options) for path, side in ((path_a, "A"), (path_b, "B"))]
+    noise = _unit_sources(options.noise, "A", options) if options.noise else {}
+    units = select_part(sorted(set(sources[0]) | set(sources[1])), part)
+    jobs = [(sources[0].get(unit), sources[1].get(unit), noise.get(unit), options.arch, options.mapping)
             for unit in units]
     results = run_units(compare_unit, jobs, options.workers)
-    pairs = pd.concat([r[0] for r in results], ignore_index=True) if results else None
-    unmatched = pd.concat([r[1] for r in results], ignore_index=True) if results else None
-    evaluated = pd.concat([r[2] for r in results], ignore_index=True) if results else None
-    if pairs is None:
+    if not results:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
                          "check --rank/--step, or give fewer parts than units")
-    totals = [sum(len(job[side]) for job in jobs) for side in (0, 1)]          # rows of the units compared
+    pairs, unmatched, evaluated = (pd.concat([r[k] for r in results], ignore_index=True) for k in range(3))
+    totals = [sum(r[3][side] for r in results) for side in (0, 1)]          # rows of the units compared
     result = compare_result(Matching(pairs, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals)
+    formats = {side: next((r[4][side] for r in results if r[4][side]), None) for side in ("A", "B")}
+    notes = list(dict.fromkeys(note for r in results for note in r[5]))
     result.notes += notes + ([f"part {part[0]} of {part[1]}: units {units}; join the parts with "
                                "`workbench compare merge`"] if part else [])
     result.facts.update({"units": [list(u) for u in units], "part": options.part, "module_formats": formats})
     return result
 
 
-def _only(table, options: CompareOptions):
-    if options.rank is not None:
-        table = table[table["rank"] == options.rank]
-    if options.step is not None:
-        table = table[table["step"] == options.step]
-    return table
+def _unit_sources(path: Path | str, side: str, options: CompareOptions) -> dict:
+    """(step, rank) -> what a job reads: the rank folder of an msprobe dump, else that unit's rows."""
+    from .formats import load_dump_formats
+    from .open_dump import open_dump
+    from .readers_msprobe import msprobe_units
+
+    path, fmt = Path(path), load_dump_formats()
+    msprobe = path.is_dir() and ((path / fmt.msprobe["dump_file"]).is_file() or any(
+        fmt.msprobe["step_folder"].match(p.name) or fmt.msprobe["rank_folder"].match(p.name)
+        for p in path.iterdir() if p.is_dir()))
+    if msprobe:
+        found = {(step, rank): folder for step, rank, folder in msprobe_units(path, fmt)}
+    else:
+        table = open_dump(path, side)
+        found = {unit: unit_rows(table, unit) for unit in units_of(table)}
+    return {unit: value for unit, value in found.items()
+            if (options.step is None or unit[0] == options.step) and (options.rank is None or unit[1] == options.rank)}
 
 
 def module_formats(a, b, arch: str | None) -> tuple[dict, list[str]]:
@@ -81,14 +94,31 @@ def module_formats(a, b, arch: str | None) -> tuple[dict, list[str]]:
     return formats, notes
 
 
-def compare_unit(a, b, noise, formats: dict, mapping_path: Path | None):
-    """One (step, rank) unit: (pairs, unmatched, evaluated). Top-level so a process pool can run it."""
+def _table(source, side: str):
+    """A unit's rows: read from its msprobe folder, as given, or none."""
+    from .schema import empty_table
+
+    if source is None:
+        return empty_table()
+    if isinstance(source, Path):
+        from .readers_msprobe import read_msprobe
+
+        return read_msprobe(source, side)
+    return source.assign(side=side)
+
+
+def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
+    """One (step, rank) unit: (pairs, unmatched, evaluated, rows per side, module formats, notes). Top-level so
+    a process pool can run it; it reads its own folders when given paths."""
     from .match import match_dumps, spec_resolver
     from .match_mapping import Mapping, load_mapping
     from .verdict import evaluate, noise_spread
 
+    a, b = _table(a_source, "A"), _table(b_source, "B")
+    noise = _table(noise_source, "A") if noise_source is not None else None
+    formats, notes = module_formats(a, b, arch)
     resolvers = {side: spec_resolver(*formats[side]) if formats.get(side) else None for side in ("A", "B")}
     mapping = load_mapping(mapping_path) if mapping_path else Mapping()
     matching = match_dumps(a, b, resolve_a=resolvers["A"], resolve_b=resolvers["B"], mapping=mapping)
     spread = noise_spread(a, noise) if noise is not None and len(noise) else None
-    return matching.pairs, matching.unmatched, evaluate(matching.pairs, spread)
+    return (matching.pairs, matching.unmatched, evaluate(matching.pairs, spread), (len(a), len(b)), formats, notes)
