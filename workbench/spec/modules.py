@@ -206,7 +206,7 @@ class ModuleFit:
 
 
 def module_fits(paths: Iterable[str], archs: Iterable[str] | None = None) -> list[ModuleFit]:
-    """How many of the paths each format of each architecture resolves."""
+    """How many of the paths each format of each architecture resolves (templates matched, nothing built)."""
     from .loader import available_archs, load_arch
 
     paths = list(dict.fromkeys(paths))
@@ -214,8 +214,9 @@ def module_fits(paths: Iterable[str], archs: Iterable[str] | None = None) -> lis
     for arch_name in (archs if archs is not None else available_archs()):
         arch = load_arch(arch_name)
         for fmt in arch.formats:
-            resolve = module_resolver(arch, fmt)
-            unmatched = tuple(path for path in paths if resolve(path) is None)
+            index = _cached(arch, fmt)[2]
+            unmatched = tuple(path for path in paths if not any(
+                module.template.match(path) is not None for module in index.get(skeleton_of(path), ())))
             fits.append(ModuleFit(arch_name, fmt, len(paths) - len(unmatched), unmatched))
     return fits
 

@@ -9,6 +9,8 @@ Logical keys may list several parts: ``layers.{i}.attn.[q,k,v]`` -> ``layers.{i}
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -33,6 +35,12 @@ class Template:
 
     @staticmethod
     def parse(text: str) -> "Template":
+        if isinstance(text, str) and text:
+            return _parse_cached(text)            # a template is immutable: parse each text once
+        raise TemplateError(f"{text!r} is not a tensor name template")
+
+    @staticmethod
+    def _parse(text: str) -> "Template":
         if not isinstance(text, str) or not text:
             raise TemplateError(f"{text!r} is not a tensor name template")
         pieces = _PIECES.split(text)
@@ -91,3 +99,8 @@ def split_parts_key(key: str) -> tuple[str, ...]:
 def glob_regex(pattern: str) -> re.Pattern:
     """An ``ignore:`` pattern: ``*`` matches any text, everything else literally (anchored)."""
     return re.compile("^" + ".*".join(re.escape(piece) for piece in pattern.split("*")) + "$")
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(text: str) -> Template:
+    return Template._parse(text)
