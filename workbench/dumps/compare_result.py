@@ -74,8 +74,9 @@ def _call_text(row: dict) -> str:
     layer = row.get("layer")
     where = f"layer {int(layer)} " if layer is not None and layer == layer else ""
     module = row.get("logical_module") or row.get("module_a") or ""
+    note = f"; {row['note']}" if row.get("note") else ""
     return (f"{row['call_a']} ↔ {row['call_b']} ({where}{module}; output {row['output_worst']:.3g} vs inputs "
-            f"{row['input_worst']:.3g}, tolerance {row['tolerance']:.3g})")
+            f"{row['input_worst']:.3g}, tolerance {row['tolerance']:.3g}{note})")
 
 
 def _html(result: Result, tree) -> str:
