@@ -16,7 +16,6 @@ DETAILS = """MEGATRON is auto-detected: a launch script (MindSpeed multi-line va
 a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments,
 or a checkpoint (model_optim_rng.pt, an iter_* folder, or a checkpoint root).
 Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input."""
-FORMATS = ("table", "md", "csv", "json", "html", "xlsx")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,9 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("megatron", type=Path, help="Megatron config: launch script, log, yaml, json or checkpoint")
     parser.add_argument("mindformers", type=Path, help="MindFormers training yaml")
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE instead of the terminal")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    from .outputs import add_output_arguments
+
+    add_output_arguments(parser)
     parser.add_argument("--only", help="comma-separated verdicts to show (e.g. MISMATCH,RISK); JSON is always complete")
     parser.add_argument("--strict", action="store_true", help="count RISK as failure (exit 1)")
     parser.add_argument("--hardware", choices=("auto", "same", "cross"), default="auto",
@@ -52,15 +51,12 @@ def _only(text: str | None) -> set[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..audit.engine import run_checklist
-    from ..fileio import check_output
     from ..report.checklist_result import checklist_result
-    from ..report.emit import choose_format, emit, write_figure
+    from ..report.emit import emit, write_figure
+    from .outputs import check_outputs
 
-    output_format = choose_format(args.format, args.out, FORMATS)
+    output_format = check_outputs(args, args.plot_lr)
     only = _only(args.only)
-    for target in (args.out, args.plot_lr):
-        if target is not None:
-            check_output(target, args.force)
     report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
     result = checklist_result(report, only, args.strict, with_table=output_format in ("csv", "xlsx"))
     if args.plot_lr is not None:

@@ -24,7 +24,7 @@ call whose inputs agree and whose outputs do not. Exit codes: 0 no divergence, 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..report.emit import FORMATS
+    from .outputs import add_output_arguments
 
     parser = subparsers.add_parser("compare", help="compare per-operator dumps; name the first diverging operator",
                                    description=DETAILS, epilog=EXAMPLES,
@@ -39,20 +39,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=1, help="processes for the (step, rank) units (default 1)")
     parser.add_argument("--part", metavar="i/n", help="compare only the i-th of n shares of the units")
     parser.add_argument("--logits", action="store_true", help="A and B are logits [tokens, vocab] (or folders of per-token .npy)")
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    add_output_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
-    from ..fileio import check_output
-    from ..report.emit import choose_format, emit
+    from ..report.emit import emit
+    from .outputs import check_outputs
 
-    choose_format(args.format, args.out)
-    if args.out is not None:
-        check_output(args.out, args.force)
+    check_outputs(args)
     inputs = list(args.inputs)
     if str(inputs[0]) == "merge":
         from ..dumps.compare_merge import merge_reports

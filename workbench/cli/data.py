@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .outputs import add_output_arguments, check_outputs
+
 COMMON = """
 A capture folder holds step_{N}/rank_{R}/{tokens,labels,loss_mask,attention_mask}.npy (the field's
 layout) or what workbench.replay.capture writes (the same, plus mb_{M}/ folders for micro-batches
@@ -47,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--vocab-size", type=int, metavar="V", help="token and label ids must lie in [0, V)")
     verify.add_argument("--no-sha256", action="store_true", help="skip the sha256 check of every file")
     verify.add_argument("--loss-mask", action="store_true", help="also print the fraction masked per step and rank")
-    _output_options(verify)
+    add_output_arguments(verify)
     verify.set_defaults(run=run_verify)
 
     show = _parser(commands, "show", "one captured micro-batch as a table", SHOW_EXAMPLES)
@@ -56,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--rank", type=int, required=True)
     show.add_argument("--micro-batch", type=int, default=0)
     show.add_argument("--tokenizer", type=Path, metavar="DIR", help="Hugging Face tokenizer folder: decode ids to text")
-    _output_options(show)
+    add_output_arguments(show)
     show.set_defaults(run=run_show)
 
     diff = _parser(commands, "diff", "first differing step / rank / micro-batch / field / position", DIFF_EXAMPLES)
@@ -66,27 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="line up by rank and micro-batch, or by each step's global batch (default: auto)")
     diff.add_argument("--fields", help="comma-separated fields to compare (default: all)")
     diff.add_argument("--limit", type=int, default=50, help="rows shown on the terminal or in md (default 50; 0 = all)")
-    _output_options(diff)
+    add_output_arguments(diff)
     diff.set_defaults(run=run_diff)
-
-
-def _output_options(parser: argparse.ArgumentParser) -> None:
-    from ..report.emit import FORMATS
-
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-
-
-def _check_output(args: argparse.Namespace) -> str:
-    """The chosen format, after checking --out before any work."""
-    from ..report.emit import choose_format
-    from ..fileio import check_output
-
-    chosen = choose_format(args.format, args.out)
-    if args.out is not None:
-        check_output(args.out, args.force)
-    return chosen
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -97,7 +80,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
     if args.vocab_size is not None and args.vocab_size <= 0:
         raise InputError("--vocab-size", f"expected a positive integer, found {args.vocab_size}", "pass the vocab size")
-    _check_output(args)
+    check_outputs(args)
     if sys.stderr.isatty():  # a progress bar on a terminal, quiet when piped
         from rich.progress import Progress
 
@@ -115,7 +98,7 @@ def run_show(args: argparse.Namespace) -> int:
     from ..replay.show import show_batch
     from ..report.emit import emit
 
-    _check_output(args)
+    check_outputs(args)
     frame = show_batch(args.dir, args.step, args.rank, args.micro_batch, tokenizer=args.tokenizer)
     return emit(show_result(frame, args.dir, args.step, args.rank, args.micro_batch), args.format, args.out, args.force)
 
@@ -125,7 +108,7 @@ def run_diff(args: argparse.Namespace) -> int:
     from ..replay.diff_data import diff_stores
     from ..report.emit import emit
 
-    chosen = _check_output(args)
+    chosen = check_outputs(args)
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields is not None else None
     diff = diff_stores(args.a, args.b, fields=fields, by=args.by)
     limit = args.limit if chosen in ("table", "md") else 0       # csv, json, html, xlsx hold every row

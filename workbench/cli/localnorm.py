@@ -18,7 +18,7 @@ Exit codes: 0 no outlier, 1 outliers or unmatched parameters, 2 bad input."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..report.emit import FORMATS
+    from .outputs import add_output_arguments
 
     parser = subparsers.add_parser("localnorm", help="compare per-parameter local norms of two runs",
                                    description=DETAILS, epilog=EXAMPLES,
@@ -31,10 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--names-candidate", type=Path, metavar="CHECKPOINT", help="names for a nameless candidate list")
     parser.add_argument("--floor", type=float, default=None, help="no outlier below this relative difference (default 1e-4)")
     parser.add_argument("--factor", type=float, default=None, help="outlier: above factor x the median (default 10)")
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the bar chart (png, svg, pdf)")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_output_arguments(parser, plot="write the bar chart (png, svg, pdf)")
     parser.set_defaults(run=run)
 
 
@@ -53,13 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
     from ..errors import InputError
     from ..logs.localnorm_compare import NormThresholds, compare_local_norms
-    from ..report.emit import choose_format, emit, write_figure
-    from ..fileio import check_output
+    from ..report.emit import emit, write_figure
+    from .outputs import check_outputs
 
-    choose_format(args.format, args.out)
-    for target in (args.out, args.plot):
-        if target is not None:
-            check_output(target, args.force)
+    check_outputs(args)
     thresholds = NormThresholds()
     for flag in ("floor", "factor"):
         value = getattr(args, flag)

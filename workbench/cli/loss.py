@@ -19,7 +19,7 @@ Exit codes: 0 aligned, 1 not aligned, 2 bad input."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..report.emit import FORMATS
+    from .outputs import add_output_arguments
 
     parser = subparsers.add_parser("loss", help="compare two runs' loss (or grad norm, lr) against the reference's noise",
                                    description=DETAILS, epilog=EXAMPLES,
@@ -34,10 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mean-rtol", type=float, default=None, help="mean relative bar (default 0.01)")
     parser.add_argument("--shift", type=int, default=0, help="add N to the candidate's step numbers")
     parser.add_argument("--only-steps", type=int, default=None, metavar="N", help="compare the first N common steps")
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the loss figure (png, svg, pdf)")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_output_arguments(parser, plot="write the loss figure (png, svg, pdf)")
     parser.set_defaults(run=run)
 
 
@@ -63,13 +60,10 @@ def thresholds_from(args) -> "object":
 def run(args: argparse.Namespace) -> int:
     from ..logs import read_log
     from ..logs.loss_compare import compare_loss
-    from ..report.emit import choose_format, emit, write_figure
-    from ..fileio import check_output
+    from ..report.emit import emit, write_figure
+    from .outputs import check_outputs
 
-    choose_format(args.format, args.out)
-    for target in (args.out, args.plot):
-        if target is not None:
-            check_output(target, args.force)
+    check_outputs(args)
     thresholds = thresholds_from(args)
     reference, candidate = read_log(args.reference), read_log(args.candidate)
     baselines = [read_log(path) for path in args.baseline]

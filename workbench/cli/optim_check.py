@@ -22,7 +22,7 @@ Capture: workbench.replay.grad_capture (docs/step-store.md). Exit codes: 0 same 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..report.emit import FORMATS
+    from .outputs import add_output_arguments
 
     parser = subparsers.add_parser("optim-check", help="apply the MindFormers optimizer to the reference's gradients",
                                    description=DETAILS, epilog=EXAMPLES,
@@ -35,25 +35,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--step", type=int, help="the update to check (default: the first fully captured one)")
     parser.add_argument("--arch", help="architecture in converters/ (default: detected from the names)")
     parser.add_argument("--rtol", type=float, default=1e-6, help="PASS threshold per parameter (default 1e-6)")
-    parser.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    parser.add_argument("--out", type=Path, help="write the report to FILE")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-parameter bar chart")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_output_arguments(parser, plot="write the per-parameter bar chart (png, svg, pdf)")
     parser.add_argument("--progress", action="store_true", help="show progress on stderr")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
-    from ..fileio import check_output
     from ..grads.optim_check import CheckOptions
     from ..grads.optim_result import optim_check
-    from ..report.emit import choose_format, emit, write_figure
+    from ..report.emit import emit, write_figure
+    from .outputs import check_outputs
 
-    choose_format(args.format, args.out)
-    for target in (args.out, args.plot):
-        if target is not None:
-            check_output(target, args.force)
+    check_outputs(args)
     if not args.rtol > 0:
         raise InputError("--rtol", f"expected a positive number, found {args.rtol}", "e.g. --rtol 1e-6")
     if args.step is not None and args.step < 1:

@@ -15,7 +15,7 @@ Exit 0 when every tensor matches (exactly, or within --atol/--rtol), 1 otherwise
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..report.emit import FORMATS
+    from .outputs import add_output_arguments
 
     parser = subparsers.add_parser("weights", help="checkpoint tools: diff", epilog=EXAMPLES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -29,21 +29,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("--config", type=Path, help="model config for shape parameters")
     diff.add_argument("--atol", type=float, default=0.0)
     diff.add_argument("--rtol", type=float, default=0.0)
-    diff.add_argument("--format", choices=FORMATS, help="output format (default: table, or from --out's suffix)")
-    diff.add_argument("--out", type=Path, help="write the report to FILE")
-    diff.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    add_output_arguments(diff)
     diff.set_defaults(run=run_diff)
 
 
 def run_diff(args: argparse.Namespace) -> int:
     from ..convert.diff import Tolerance, diff_checkpoints
     from ..convert.diff_result import weights_diff_result
-    from ..report.emit import choose_format, emit
-    from ..fileio import check_output
+    from ..report.emit import emit
+    from .outputs import check_outputs
 
-    choose_format(args.format, args.out)
-    if args.out is not None:
-        check_output(args.out, args.force)
+    check_outputs(args)
     tolerance = Tolerance(args.atol, args.rtol)
     frame = diff_checkpoints(args.a, args.b, args.arch, args.config, tolerance)
     return emit(weights_diff_result(frame, args.a, args.b, tolerance), args.format, args.out, args.force)

@@ -16,10 +16,7 @@ from pathlib import Path
 from ..errors import InputError
 from .result import Result, records
 
-FORMATS = ("table", "md", "csv", "json", "html", "xlsx")
-SUFFIX_FORMATS = {".md": "md", ".markdown": "md", ".csv": "csv", ".json": "json", ".html": "html",
-                  ".htm": "html", ".xlsx": "xlsx", ".txt": "table"}
-FIGURE_SUFFIXES = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+from .formats import FIGURE_SUFFIXES, FORMATS, SUFFIX_FORMATS  # noqa: F401  (emit.FORMATS: the one list)
 EXCEL_MAX_ROWS = 1_048_575                     # 1,048,576 rows per sheet, one of them the header
 TERMINAL_ROWS = 40                             # rows per table on a terminal; documents get them all
 
