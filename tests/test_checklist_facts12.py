@@ -1,0 +1,64 @@
+"""Issue 12: CheckList facts checked against the frameworks' own sources, each from a real config.
+
+The configs are the shared fixtures (../shared/fixtures/configs, see SOURCES.md there) or copies of
+them with one line changed in tmp_path (the change is named in each test)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from workbench_testing import fixtures_dir
+from workbench.audit.engine import run_checklist
+
+LLAMA2_SH = "megatron/mindspeed_llm_v2.2.0__pretrain_llama2_7b_ptd.sh"
+MIXTRAL_SH = "megatron/mindspeed_llm_v2.2.0__pretrain_mixtral_8x7b_ptd.sh"
+MIXTRAL_GPU_SH = "megatron/extra__megatron_core_v0.12.1__train_mixtral_8x7b_distributed.sh"
+GPT_YAML = "megatron/megatron_core_v0.12.1_gpt_config.yaml"
+LLAMA2_YAML = "mindformers/legacy_llama2_pretrain_llama2_7b.yaml"
+MIXTRAL_YAML = "mindformers/legacy_moe_mixtral_pretrain_mixtral-8x7b.yaml"
+QWEN3_YAML = "mindformers/mcore_qwen3_pretrain_qwen3_32b_4k.yaml"
+
+
+@lru_cache(maxsize=None)
+def _audit(megatron: str, mindformers: str):
+    configs = fixtures_dir("configs")
+    return run_checklist(configs / megatron, configs / mindformers)
+
+
+def audit(megatron: str | Path, mindformers: str | Path):
+    if isinstance(megatron, str) and isinstance(mindformers, str):
+        return _audit(megatron, mindformers)
+    configs = fixtures_dir("configs")
+    megatron = megatron if isinstance(megatron, Path) else configs / megatron
+    mindformers = mindformers if isinstance(mindformers, Path) else configs / mindformers
+    return run_checklist(megatron, mindformers)
+
+
+def edited(tmp_path: Path, fixture: str, old: str, new: str) -> Path:
+    """A copy of a fixture config with one exact text replaced (the replaced text must be present once)."""
+    text = (fixtures_dir("configs") / fixture).read_text()
+    assert text.count(old) == 1, (fixture, old)
+    path = tmp_path / Path(fixture).name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def value(report, side: str, key: str):
+    return getattr(report, side)[key].value
+
+
+# ---------------------------------------------------------------- 1. rotary dtype
+def test_1_megatron_rotates_in_the_activation_dtype_mindformers_in_rotary_dtype():
+    # Megatron core_v0.12.1 rope_utils.py:119 casts cos/sin to t.dtype (bf16 with --bf16); the Qwen3
+    # yaml rotates in rotary_dtype "float32": a real difference.
+    report = audit(MIXTRAL_GPU_SH, QWEN3_YAML)
+    assert value(report, "megatron", "precision.rotary_dtype") == "bf16"
+    item = report.item("rotary_dtype")
+    assert item.verdict == "RISK" and "Megatron bf16 vs MindFormers fp32" in item.message
+
+
+def test_1_rotary_dtype_equal_to_the_compute_dtype_passes(tmp_path):
+    yaml = edited(tmp_path, QWEN3_YAML, 'rotary_dtype: "float32"', 'rotary_dtype: "bfloat16"')
+    assert audit(MIXTRAL_GPU_SH, yaml).item("rotary_dtype").verdict == "PASS"
