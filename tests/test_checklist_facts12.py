@@ -62,3 +62,20 @@ def test_1_megatron_rotates_in_the_activation_dtype_mindformers_in_rotary_dtype(
 def test_1_rotary_dtype_equal_to_the_compute_dtype_passes(tmp_path):
     yaml = edited(tmp_path, QWEN3_YAML, 'rotary_dtype: "float32"', 'rotary_dtype: "bfloat16"')
     assert audit(MIXTRAL_GPU_SH, yaml).item("rotary_dtype").verdict == "PASS"
+
+
+# ---------------------------------------------------------------- 2. MoE router dtype
+def test_2_megatron_routes_in_the_activation_dtype_by_default():
+    # core_v0.12.1 --moe-router-dtype defaults to None: router.py:66 router_dtype = input.dtype (bf16 here)
+    report = audit(MIXTRAL_SH, MIXTRAL_YAML)
+    assert value(report, "megatron", "precision.compute_dtype") == "bf16"
+    item = report.item("router_dtype")
+    assert item.verdict == "RISK" and "Megatron bf16 vs MindFormers fp32" in item.message
+    assert "--moe-router-dtype fp32" in item.fix["megatron"]
+
+
+@pytest.mark.parametrize("flag", ["--router-gating-in-fp32", "--moe-router-dtype fp32"])
+def test_2_router_in_fp32_on_megatron_passes(tmp_path, flag):
+    script = edited(tmp_path, MIXTRAL_SH, "    --moe-router-topk 2 \\\n", f"    --moe-router-topk 2 \\\n    {flag} \\\n")
+    item = audit(script, MIXTRAL_YAML).item("router_dtype")
+    assert item.verdict == "PASS", item.message
