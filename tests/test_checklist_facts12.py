@@ -79,3 +79,37 @@ def test_2_router_in_fp32_on_megatron_passes(tmp_path, flag):
     script = edited(tmp_path, MIXTRAL_SH, "    --moe-router-topk 2 \\\n", f"    --moe-router-topk 2 \\\n    {flag} \\\n")
     item = audit(script, MIXTRAL_YAML).item("router_dtype")
     assert item.verdict == "PASS", item.message
+
+
+# ---------------------------------------------------------------- 3. upstream GPU fusions and attention
+def test_3_upstream_mcore_fuses_rope_and_swiglu_and_uses_te_attention_by_default():
+    # core_v0.12.1 arguments.py:1686/1693: --no-bias-swiglu-fusion / --no-rope-fusion are store_false;
+    # the Mixtral GPU script sets neither, and no --use-flash-attn (read only by the legacy model).
+    report = audit(MIXTRAL_GPU_SH, MIXTRAL_YAML)
+    assert value(report, "megatron", "runtime.hardware") == "gpu"
+    assert value(report, "megatron", "fused.rope") is True
+    assert value(report, "megatron", "fused.swiglu") is True
+    assert value(report, "megatron", "fused.flash_attention") is True
+    assert report.item("fused_rope").verdict == "MISMATCH"      # legacy MindFormers rotates with separate ops
+    assert report.item("fused_swiglu").verdict == "MISMATCH"
+    assert report.item("fused_flash_attention").verdict == "MANUAL"  # fused on both, GPU vs Ascend kernels
+    assert report.item("softmax_dtype").verdict == "PASS"  # the softmax runs inside the fused attention
+
+
+def test_3_unfused_switches_on_gpu_are_read(tmp_path):
+    script = edited(tmp_path, MIXTRAL_GPU_SH, "    --moe-router-topk 2\n",
+                    "    --moe-router-topk 2\n    --no-rope-fusion\n    --no-bias-swiglu-fusion\n"
+                    "    --attention-backend unfused\n")
+    report = audit(script, MIXTRAL_YAML)
+    assert value(report, "megatron", "fused.rope") is False
+    assert value(report, "megatron", "fused.swiglu") is False
+    assert value(report, "megatron", "fused.flash_attention") is False
+    assert report.item("fused_rope").verdict == report.item("fused_swiglu").verdict == "PASS"
+
+
+def test_3_mindspeed_reads_its_own_fusion_flags():
+    # MindSpeed-LLM's llama2 script states --use-flash-attn --use-fused-rotary-pos-emb --use-fused-swiglu
+    report = audit(LLAMA2_SH, LLAMA2_YAML)
+    assert value(report, "megatron", "runtime.hardware") == "ascend"
+    for key in ("fused.flash_attention", "fused.rope", "fused.swiglu"):
+        assert value(report, "megatron", key) is True, key

@@ -15,3 +15,58 @@ def megatron_router_dtype(r: Resolver) -> Derived | Unknown:
         return Derived("fp32", r.origin("router_gating_in_fp32"), "set")
     compute = r.value("precision.compute_dtype")
     return Derived(compute, "= activation dtype (no --moe-router-dtype / --router-gating-in-fp32)", "default")
+
+
+def _ascend(r: Resolver) -> bool:
+    return r.value("runtime.hardware") == "ascend"
+
+
+def _legacy_model(r: Resolver) -> bool:
+    return bool(r.arg("use_legacy_models", "bool", False))
+
+
+def _set_flag(r: Resolver, name: str) -> Derived | None:
+    """The value of a flag the script states, else None."""
+    if r.raw.lookup(name) is None:
+        return None
+    return Derived(bool(r.arg(name, "bool")), r.origin(name), "set")
+
+
+@derivation
+def megatron_flash_attention(r: Resolver) -> Derived | Unknown:
+    """Ascend (MindSpeed) and the legacy model: --use-flash-attn. Upstream mcore on GPU: Transformer
+    Engine's attention with --attention-backend (auto picks flash or cuDNN fused); --transformer-impl
+    local or --attention-backend unfused/local give the unfused DotProductAttention."""
+    if _ascend(r) or _legacy_model(r):
+        return _set_flag(r, "use_flash_attn") or Derived(False, "default: no --use-flash-attn", "default")
+    impl = r.arg("transformer_impl", "str", "transformer_engine")
+    backend = str(r.arg("attention_backend", "any", "auto")).rsplit(".", 1)[-1]
+    if impl == "local" or backend in ("unfused", "local"):
+        return Derived(False, f"--transformer-impl {impl} --attention-backend {backend}: unfused DotProductAttention",
+                       "set" if r.origin("transformer_impl") or r.origin("attention_backend") else "default")
+    return Derived(True, f"Transformer Engine attention, --attention-backend {backend} (flash / cuDNN fused)",
+                   "set" if r.origin("attention_backend") else "default")
+
+
+@derivation
+def megatron_fused_rope(r: Resolver) -> Derived | Unknown:
+    """Ascend: MindSpeed --use-fused-rotary-pos-emb (default off). GPU mcore: apply_rope_fusion is on
+    unless --no-rope-fusion, and off when the position embedding is not RoPE."""
+    if _ascend(r) or _legacy_model(r):
+        return (_set_flag(r, "use_fused_rotary_pos_emb")
+                or Derived(False, "default: no --use-fused-rotary-pos-emb", "default"))
+    if r.value("model.position_embedding") != "rope":
+        return Derived(False, "no RoPE: Megatron switches apply_rope_fusion off")
+    return _set_flag(r, "apply_rope_fusion") or Derived(True, "default: RoPE fusion on (no --no-rope-fusion)", "default")
+
+
+@derivation
+def megatron_fused_swiglu(r: Resolver) -> Derived | Unknown:
+    """Ascend: MindSpeed --use-fused-swiglu (default off). GPU mcore: bias_swiglu_fusion is on unless
+    --no-bias-swiglu-fusion (it fuses the SwiGLU of the MLP)."""
+    if r.value("model.activation") != "swiglu":
+        return Derived(False, "no SwiGLU activation")
+    if _ascend(r) or _legacy_model(r):
+        return _set_flag(r, "use_fused_swiglu") or Derived(False, "default: no --use-fused-swiglu", "default")
+    return (_set_flag(r, "bias_swiglu_fusion")
+            or Derived(True, "default: bias-SwiGLU fusion on (no --no-bias-swiglu-fusion)", "default"))
