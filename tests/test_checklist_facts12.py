@@ -113,3 +113,15 @@ def test_3_mindspeed_reads_its_own_fusion_flags():
     assert value(report, "megatron", "runtime.hardware") == "ascend"
     for key in ("fused.flash_attention", "fused.rope", "fused.swiglu"):
         assert value(report, "megatron", key) is True, key
+
+
+@pytest.mark.parametrize("backend,fused", [("AttnBackend(3)", False), ("AttnBackend.local", False),
+                                           ("AttnBackend.auto", True), ("AttnBackend(1)", True)])
+def test_3_attention_backend_as_logs_and_checkpoints_spell_it(tmp_path, backend, fused):
+    # the arguments block of a core_v0.12.1 log prints the enum ("AttnBackend.auto"); a checkpoint's
+    # args keep AttnBackend(5) (megatron/core/transformer/enums.py: flash=1 ... auto=5)
+    args = tmp_path / "args.json"
+    args.write_text('{"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 32, '
+                    f'"position_embedding_type": "rope", "swiglu": true, "attention_backend": "{backend}"}}')
+    report = audit(args, MIXTRAL_YAML)
+    assert value(report, "megatron", "fused.flash_attention") is fused

@@ -32,6 +32,17 @@ def _set_flag(r: Resolver, name: str) -> Derived | None:
     return Derived(bool(r.arg(name, "bool")), r.origin(name), "set")
 
 
+# megatron/core/transformer/enums.py (core_v0.12.1) AttnBackend: flash=1, fused=2, unfused=3, local=4, auto=5;
+# logs print "AttnBackend.auto", checkpoints keep "AttnBackend(5)".
+_ATTN_BACKENDS = {"1": "flash", "2": "fused", "3": "unfused", "4": "local", "5": "auto"}
+
+
+def _attention_backend(raw) -> str:
+    text = str(getattr(raw, "args", None) or raw).strip("()[], ")
+    name = text.rsplit(".", 1)[-1].rsplit("(", 1)[-1].strip("()")
+    return _ATTN_BACKENDS.get(name, name)
+
+
 @derivation
 def megatron_flash_attention(r: Resolver) -> Derived | Unknown:
     """Ascend (MindSpeed) and the legacy model: --use-flash-attn. Upstream mcore on GPU: Transformer
@@ -40,7 +51,7 @@ def megatron_flash_attention(r: Resolver) -> Derived | Unknown:
     if _ascend(r) or _legacy_model(r):
         return _set_flag(r, "use_flash_attn") or Derived(False, "default: no --use-flash-attn", "default")
     impl = r.arg("transformer_impl", "str", "transformer_engine")
-    backend = str(r.arg("attention_backend", "any", "auto")).rsplit(".", 1)[-1]
+    backend = _attention_backend(r.arg("attention_backend", "any", "auto"))
     if impl == "local" or backend in ("unfused", "local"):
         return Derived(False, f"--transformer-impl {impl} --attention-backend {backend}: unfused DotProductAttention",
                        "set" if r.origin("transformer_impl") or r.origin("attention_backend") else "default")
