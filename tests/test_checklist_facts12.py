@@ -125,3 +125,18 @@ def test_3_attention_backend_as_logs_and_checkpoints_spell_it(tmp_path, backend,
                     f'"position_embedding_type": "rope", "swiglu": true, "attention_backend": "{backend}"}}')
     report = audit(args, MIXTRAL_YAML)
     assert value(report, "megatron", "fused.flash_attention") is fused
+
+
+# ---------------------------------------------------------------- 4. embedding dtype: compute, not storage
+def test_4_an_fp32_embedding_table_is_compared_by_the_dtype_it_computes_in(tmp_path):
+    # Qwen3 (mcore) keeps fp32 parameters and computes in bf16; MindFormers casts the looked-up rows to
+    # compute_dtype (language_model_embedding.py:158), like Megatron's bf16 embedding: no risk.
+    report = audit(MIXTRAL_GPU_SH, QWEN3_YAML)
+    assert value(report, "mindformers", "precision.param_dtype") == "fp32"
+    assert report.item("embedding_dtype").verdict == "PASS"
+    # the legacy Llama-2 yaml with an fp32 table (embedding_init_type, the guide's setting) and bf16 compute
+    yaml = edited(tmp_path, LLAMA2_YAML, '    compute_dtype: "float16"\n',
+                  '    compute_dtype: "bfloat16"\n    embedding_init_type: "float32"\n')
+    assert audit(LLAMA2_SH, yaml).item("embedding_dtype").verdict == "PASS"
+    # a different compute dtype is still a difference
+    assert audit(LLAMA2_SH, LLAMA2_YAML).item("embedding_dtype").verdict == "RISK"
