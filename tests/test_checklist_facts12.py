@@ -140,3 +140,19 @@ def test_4_an_fp32_embedding_table_is_compared_by_the_dtype_it_computes_in(tmp_p
     assert audit(LLAMA2_SH, yaml).item("embedding_dtype").verdict == "PASS"
     # a different compute dtype is still a difference
     assert audit(LLAMA2_SH, LLAMA2_YAML).item("embedding_dtype").verdict == "RISK"
+
+
+# ---------------------------------------------------------------- 5. max_position_embeddings
+def test_5_max_position_embeddings_only_bounds_the_rope_table():
+    # Mixtral GPU script --max-position-embeddings 32768, the Qwen3 yaml 40960 or its seq_length: both
+    # cover the sequences; not a "reduction order" risk
+    report = audit(MIXTRAL_GPU_SH, QWEN3_YAML)
+    item = report.item("max_position_embeddings")
+    assert item.verdict == "PASS" and "only bounds the RoPE table" in item.message
+    assert "reduction order" not in item.message
+
+
+def test_5_a_table_shorter_than_the_sequence_is_a_risk(tmp_path):
+    script = edited(tmp_path, MIXTRAL_GPU_SH, "--max-position-embeddings 32768", "--max-position-embeddings 1024")
+    item = audit(script, QWEN3_YAML).item("max_position_embeddings")
+    assert item.verdict == "RISK" and "Megatron 1024 < seq_length" in item.message

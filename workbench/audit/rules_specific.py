@@ -125,3 +125,19 @@ def special_tokens(item, ctx, megatron, mindformers):
         return Outcome(MANUAL, f"Megatron takes bos/eos/pad from its tokenizer: check the tokenizer given to "
                                f"--tokenizer-model (tokenizer_config.json) against MindFormers {named or 'defaults'}")
     return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def position_table(item, ctx, megatron, mindformers):
+    """max_position_embeddings bounds the RoPE table: informational unless it is below the sequence length."""
+    if unknown := unknown_outcome(megatron, mindformers):
+        return unknown
+    short = [f"{label} {fmt(value.value)} < seq_length {fmt(config.value('model.seq_length'))}"
+             for label, value, config in (("Megatron", megatron[0], ctx.megatron), ("MindFormers", mindformers[0], ctx.mindformers))
+             if config.value("model.seq_length") and value.value < config.value("model.seq_length")]
+    if short:
+        return fail(item, "; ".join(short) + ": the position table does not cover the sequence")
+    if not same(megatron[0].value, mindformers[0].value):
+        return Outcome(PASS, f"{pair_text(megatron, mindformers)}: informational, it only bounds the RoPE table "
+                             "(both cover the sequence length)")
+    return Outcome(PASS, f"both {fmt(megatron[0].value)} (informational)")
