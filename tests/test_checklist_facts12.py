@@ -156,3 +156,18 @@ def test_5_a_table_shorter_than_the_sequence_is_a_risk(tmp_path):
     script = edited(tmp_path, MIXTRAL_GPU_SH, "--max-position-embeddings 32768", "--max-position-embeddings 1024")
     item = audit(script, QWEN3_YAML).item("max_position_embeddings")
     assert item.verdict == "RISK" and "Megatron 1024 < seq_length" in item.message
+
+
+# ---------------------------------------------------------------- 6. dataset shuffle default
+def test_6_blended_megatron_dataloader_does_not_shuffle_by_default():
+    # the Qwen3 yaml uses BlendedMegatronDatasetDataLoader without `shuffle:`; mindformers 2.1.0
+    # blended_megatron_dataloader.py:97 defaults it to False
+    report = audit(MIXTRAL_GPU_SH, QWEN3_YAML)
+    shuffle = report.mindformers["other.dataset_shuffle"]
+    assert shuffle.value is False and "BlendedMegatronDatasetDataLoader" in shuffle.source
+    assert report.item("dataset_shuffle").verdict == "PASS"
+
+
+def test_6_a_mindrecord_loader_still_shuffles_when_told(tmp_path):
+    # the legacy Llama-2 yaml's MindDataset says shuffle: True
+    assert audit(LLAMA2_SH, LLAMA2_YAML).item("dataset_shuffle").verdict == "RISK"

@@ -162,7 +162,8 @@ class Resolver:
         default = side.default
         label = f"default ({self.label})"
         if isinstance(default, dict) and "by" in default:
-            selector = self.arg(default["by"])
+            paths = default["by"] if isinstance(default["by"], list) else [default["by"]]
+            selector = next((self.arg(path) for path in paths if self.arg(path) is not None), None)
             values = default.get("values", {})
             found, chosen = map_value(selector, values) if selector is not None else (False, None)
             default = chosen if found else default.get("otherwise")
