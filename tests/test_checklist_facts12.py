@@ -171,3 +171,21 @@ def test_6_blended_megatron_dataloader_does_not_shuffle_by_default():
 def test_6_a_mindrecord_loader_still_shuffles_when_told(tmp_path):
     # the legacy Llama-2 yaml's MindDataset says shuffle: True
     assert audit(LLAMA2_SH, LLAMA2_YAML).item("dataset_shuffle").verdict == "RISK"
+
+
+# ---------------------------------------------------------------- 7. bias add without biases
+def test_7_bias_add_dtype_is_not_applicable_without_biases():
+    # MindSpeed Llama-2: --disable-bias-linear, no --add-qkv-bias; legacy Llama-2 yaml: no biases.
+    # The compute dtypes differ (bf16 vs fp16): compute_dtype says so, bias_add has nothing to add.
+    report = audit(LLAMA2_SH, LLAMA2_YAML)
+    item = report.item("bias_add")
+    assert item.verdict == "PASS" and "not applicable" in item.message
+    assert report.item("compute_dtype").verdict == "MISMATCH"
+
+
+def test_7_bias_add_dtype_is_compared_where_biases_exist(tmp_path):
+    # the legacy Llama-2 yaml with Qwen-style q/k/v biases (qkv_has_bias): the bias adds run in fp16 there
+    yaml = edited(tmp_path, LLAMA2_YAML, '    compute_dtype: "float16"\n',
+                  '    compute_dtype: "float16"\n    qkv_has_bias: True\n')
+    item = audit(LLAMA2_SH, yaml).item("bias_add")
+    assert item.verdict == "RISK" and "Megatron bf16 vs MindFormers fp16" in item.message

@@ -141,3 +141,12 @@ def position_table(item, ctx, megatron, mindformers):
         return Outcome(PASS, f"{pair_text(megatron, mindformers)}: informational, it only bounds the RoPE table "
                              "(both cover the sequence length)")
     return Outcome(PASS, f"both {fmt(megatron[0].value)} (informational)")
+
+
+@rule
+def bias_add(item, ctx, megatron, mindformers):
+    """Keys: the bias-add dtype, then the switches that create biases; not applicable without biases."""
+    switches = megatron[1:] + mindformers[1:]
+    if all(value.known and not value.value for value in switches):
+        return Outcome(PASS, "not applicable: no linear or q/k/v biases on either side")
+    return equal(item, ctx, megatron[:1], mindformers[:1])
