@@ -189,3 +189,134 @@ def test_7_bias_add_dtype_is_compared_where_biases_exist(tmp_path):
                   '    compute_dtype: "float16"\n    qkv_has_bias: True\n')
     item = audit(LLAMA2_SH, yaml).item("bias_add")
     assert item.verdict == "RISK" and "Megatron bf16 vs MindFormers fp16" in item.message
+
+
+# ---------------------------------------------------------------- 8. legacy MindFormers MoE and model classes
+def test_8_topkrouterv2_takes_the_balancing_loss_from_aux_loss_types():
+    # the Mixtral yaml sets aux_loss_factor: 0.05 and no aux_loss_types: MoEV2 / TopkRouterV2 read only
+    # aux_loss_types / aux_loss_factors (moe.py TopkRouterV2 aux_loss_config), so no balancing loss runs
+    report = audit(MIXTRAL_SH, MIXTRAL_YAML)
+    aux = report.mindformers["moe.aux_loss_coeff"]
+    assert aux.value == 0.0 and "aux_loss_factor is ignored" in aux.source
+
+
+def test_8_expert_factor_from_aux_loss_factors(tmp_path):
+    yaml = edited(tmp_path, MIXTRAL_YAML, "  aux_loss_factor: 0.05\n",
+                  '  aux_loss_factor: 0.05\n  aux_loss_types: ["expert"]\n  aux_loss_factors: [0.02]\n')
+    report = audit(MIXTRAL_SH, yaml)
+    assert value(report, "mindformers", "moe.aux_loss_coeff") == 0.02
+    # MindSpeed-LLM's script says --moe-aux-loss-coeff 0.02: aligned now (a RISK only because it is not 0)
+    assert report.item("aux_loss").verdict == "RISK" and "both 0.02" in report.item("aux_loss").message
+    assert audit(MIXTRAL_SH, MIXTRAL_YAML).item("aux_loss").verdict == "MISMATCH"   # 0.02 vs none
+
+
+# Excerpt of mindspore-lab/mindformers r1.5.0 @ ece44cc4,
+# research/deepseek3/deepseek3_671b/pretrain_deepseek3_671b.yaml (the model and moe sections, unchanged).
+DEEPSEEK_V3_R15 = """\
+run_mode: 'train'
+optimizer:
+  type: AdamW
+  betas: [0.9, 0.95]
+  eps: 1.e-8
+lr_schedule:
+  type: ConstantWarmUpLR
+  learning_rate: 2.2e-4
+  warmup_ratio: 0.02
+  total_steps: -1 # -1 means it will load the total steps of the dataset
+model:
+  model_config:
+    type: DeepseekV3Config
+    auto_register: deepseek3_config.DeepseekV3Config
+    batch_size: 1 # add for increase predict
+    seq_length: 4096
+    hidden_size:  7168
+    num_layers: &num_layers 61
+    num_heads: 128
+    max_position_embeddings: 4096
+    intermediate_size: 18432
+    kv_lora_rank: 512
+    n_kv_heads: 128
+    q_lora_rank: 1536
+    qk_rope_head_dim: 64
+    v_head_dim: 128
+    qk_nope_head_dim: 128
+    vocab_size: 129280
+    multiple_of: 256
+    rms_norm_eps: 1.0e-6
+    bos_token_id: 100000
+    eos_token_id: 100001
+    pad_token_id: 100001
+    ignore_token_id: -100
+    compute_dtype: "bfloat16"
+    layernorm_compute_type: "float32"
+    softmax_compute_type: "float32"
+    rotary_dtype: "float32"
+    router_dense_type: "float32"
+    param_init_type: "float32"
+    use_past: False
+    extend_method: "None"
+    use_flash_attention: True
+    use_fused_swiglu: True
+    use_fused_rope: True
+    input_sliced_sig: True
+    checkpoint_name_or_path: ""
+    theta: 10000.0
+    return_extra_loss: True
+    mtp_depth: &mtp_depth 1
+    mtp_loss_factor: 0.3
+  arch:
+    type: DeepseekV3ForCausalLM
+    auto_register: deepseek3.DeepseekV3ForCausalLM
+moe_config:
+  expert_num: &expert_num 256
+  expert_group_size: 8
+  capacity_factor: 1.5
+  aux_loss_factor: 0.05
+  num_experts_chosen: 8
+  routing_policy: "TopkRouterV2"
+  balance_via_topk_bias: &balance_via_topk_bias True
+  topk_bias_update_rate: &topk_bias_update_rate 0.001
+  use_fused_ops_topkrouter: True
+  shared_expert_num: 1
+  routed_scaling_factor: 2.5
+  norm_topk_prob: True
+  first_k_dense_replace: 3
+  moe_intermediate_size: 2048
+  aux_loss_factors: [0.0001]
+  aux_loss_types: ["expert"]
+  expert_model_parallel: 1
+  use_gating_sigmoid: True
+  callback_moe_droprate: False
+  use_gmm: True
+  use_fused_ops_permute: True
+  enable_gmm_safe_tokens: True
+"""
+
+
+@pytest.fixture()
+def deepseek_v3(tmp_path):
+    path = tmp_path / "pretrain_deepseek3_671b.yaml"
+    path.write_text(DEEPSEEK_V3_R15)
+    return path
+
+
+def test_8_use_gmm_is_dropless_and_reads_the_expert_factor(deepseek_v3):
+    report = audit(MIXTRAL_GPU_SH, deepseek_v3)
+    assert value(report, "mindformers", "moe.capacity_factor") == -1.0      # MoEV3: no capacity
+    assert value(report, "mindformers", "moe.pad_to_capacity") is False
+    assert value(report, "mindformers", "moe.aux_loss_coeff") == 0.0001
+    # the Mixtral GPU script is dropless too: the capacity and token-drop items agree
+    assert report.item("capacity_factor").verdict == "PASS"
+    token_drop = report.item("token_drop")
+    assert token_drop.verdict == "PASS" and "dropless on both sides" in token_drop.message
+
+
+def test_8_another_model_class_does_not_get_llamas_fixed_facts(deepseek_v3):
+    report = audit(MIXTRAL_GPU_SH, deepseek_v3)
+    assert value(report, "mindformers", "fused.rope") is True          # use_fused_rope: True is read
+    assert value(report, "mindformers", "fused.swiglu") is True        # use_fused_swiglu: True is read
+    for key in ("model.qk_norm", "model.hidden_dropout", "model.activation"):   # Llama facts do not apply
+        found = report.mindformers[key]
+        assert not found.known and "DeepseekV3ForCausalLM" in found.settle, key
+    assert report.item("fused_rope").verdict == "MANUAL"   # fused on both (GPU vs Ascend kernels)
+    assert report.item("qk_norm").verdict == "UNKNOWN"

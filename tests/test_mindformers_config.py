@@ -144,12 +144,16 @@ def test_merge_key_override_wins_and_names_its_own_line(tmp_path):
 
 # ------------------------------------------------------------------------- MoE
 def test_legacy_moe_config_block_maps_to_moe_keys(tmp_path):
+    # issue 12: MoEV2 / TopkRouterV2 take the balancing loss from aux_loss_types / aux_loss_factors and
+    # ignore aux_loss_factor (0.05 here must not be read)
     path = legacy(tmp_path, "hidden_size: 256\nnum_heads: 8", top="""
         moe_config:
           expert_num: 4
           num_experts_chosen: 2
           capacity_factor: 1.5
-          aux_loss_factor: 0.01
+          aux_loss_factor: 0.05
+          aux_loss_types: ["expert"]
+          aux_loss_factors: [0.01]
           enable_sdrop: True
           router_dense_type: "float32"
           routing_policy: "TopkRouterV2"

@@ -150,3 +150,13 @@ def bias_add(item, ctx, megatron, mindformers):
     if all(value.known and not value.value for value in switches):
         return Outcome(PASS, "not applicable: no linear or q/k/v biases on either side")
     return equal(item, ctx, megatron[:1], mindformers[:1])
+
+
+@rule
+def token_drop(item, ctx, megatron, mindformers):
+    """Which tokens drop, and padding to capacity, matter only where tokens can drop."""
+    cf_m, cf_f = ctx.megatron.value("moe.capacity_factor"), ctx.mindformers.value("moe.capacity_factor")
+    if ctx.megatron["moe.capacity_factor"].known and ctx.mindformers["moe.capacity_factor"].known \
+            and _dropless(cf_m) and _dropless(cf_f):
+        return Outcome(PASS, "not applicable: dropless on both sides (no capacity, no padding)")
+    return equal(item, ctx, megatron, mindformers)

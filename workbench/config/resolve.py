@@ -116,12 +116,12 @@ class Resolver:
         side = spec.side(self.framework, self.raw.generation)
         if side is None:
             return CanonicalValue(key, None, "unknown", "", f"not available in {self.framework}")
-        if side.fixed is not MISSING:
-            return CanonicalValue(key, convert(side.fixed, spec.type, "keys.yaml"), "fixed", f"fixed: {side.why}")
-        for source in side.sources:
+        for source in side.sources:  # a stated value wins over a fixed fact (another model class may read it)
             raw = self.raw.lookup(source.name)
             if raw is not None:
                 return self._from_raw(key, spec.type, side, source, raw)
+        if side.fixed is not MISSING:
+            return self._fixed(key, spec.type, side)
         if side.derive is not None:
             try:
                 result = self._derive(side.derive)
@@ -157,6 +157,20 @@ class Resolver:
         if source.negate:
             value = not value
         return CanonicalValue(key, value, "set", raw.origin)
+
+    def _fixed(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
+        """A fact fixed by the implementation; legacy MindFormers facts hold only for the model classes
+        listed in frameworks/mindformers.yaml (legacy_architectures), not for another class."""
+        arch = self.raw.lookup("model.arch.type") if self.raw.generation == "legacy" else None
+        if arch is not None:
+            from .registry import load_framework
+
+            known = load_framework("mindformers").get("legacy_architectures", [])
+            if arch.value not in known:
+                return CanonicalValue(key, None, "unknown", arch.origin,
+                                      f"model.arch.type {arch.value} is not a class this fact is known for "
+                                      f"({side.why}): check {side.how_to_set('mindformers') or 'its model code'}")
+        return CanonicalValue(key, convert(side.fixed, kind, "keys.yaml"), "fixed", f"fixed: {side.why}")
 
     def _default(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
         default = side.default
