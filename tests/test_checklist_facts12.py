@@ -320,3 +320,96 @@ def test_8_another_model_class_does_not_get_llamas_fixed_facts(deepseek_v3):
         assert not found.known and "DeepseekV3ForCausalLM" in found.settle, key
     assert report.item("fused_rope").verdict == "MANUAL"   # fused on both (GPU vs Ascend kernels)
     assert report.item("qk_norm").verdict == "UNKNOWN"
+
+
+# ---------------------------------------------------------------- 9. mcore model classes supply defaults
+# Excerpt of mindspore-lab/mindformers master @ f52743ca, configs/qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml
+# (use_legacy and the model_config section, unchanged): no qk_layernorm and no model seq_length.
+QWEN3_MOE_MASTER = """\
+use_legacy: False
+model:
+  model_config:
+    model_type: "qwen3_moe"
+    architectures: "Qwen3MoeForCausalLM"
+
+    # model args
+    offset: 0
+    vocab_size: 151936
+    hidden_size: 2048
+    intermediate_size: 6144
+    num_hidden_layers: 48
+    max_position_embeddings: 40960
+    hidden_act: 'silu'
+    num_attention_heads: 32
+    num_key_value_heads: 4
+    head_dim: 128
+    rms_norm_eps: 1.e-6
+    add_bias_linear: False
+    tie_word_embeddings: False
+    use_flash_attention: True
+    use_contiguous_weight_layout_attention: False
+    input_sliced_sig: True
+
+    # dropout args
+    hidden_dropout: 0.0
+    attention_dropout: 0.0
+
+    # rope args
+    position_embedding_type: "rope"
+    rope_theta: 1000000
+
+    # dtype args
+    params_dtype: "float32"
+    compute_dtype: "bfloat16"
+    layernorm_compute_dtype: "float32"
+    softmax_compute_dtype: "float32"
+    rotary_dtype: "float32"
+    initializer_range: 0.02
+
+    # moe args
+    moe_grouped_gemm: True
+    num_experts: 128
+    num_experts_per_tok: 8
+    moe_intermediate_size: 768
+
+    router_dense_type: "float32"
+    gated_linear_unit: True
+    norm_topk_prob: False
+    moe_router_pre_softmax: True
+    moe_token_drop_policy: probs
+    routed_scaling_factor: 1.5
+
+    router_aux_loss_coef: 0.001
+    moe_aux_loss_coeff: 0.001
+    moe_router_load_balancing_type: "gbs_aux_loss"
+"""
+
+
+def test_9_qwen3_moe_class_supplies_qk_norm_and_seq_length(tmp_path):
+    yaml = tmp_path / "pretrain_qwen3_30b_a3b_4k.yaml"
+    yaml.write_text(QWEN3_MOE_MASTER)
+    report = audit(MIXTRAL_GPU_SH, yaml)
+    qk_norm = report.mindformers["model.qk_norm"]      # modeling_qwen3_moe_train.py:56 qk_layernorm=True
+    assert qk_norm.value is True and qk_norm.kind == "fixed"
+    seq = report.mindformers["model.seq_length"]        # register_mf_model_parameter(seq_length=4096)
+    assert seq.value == 4096 and seq.kind == "default" and "Qwen3MoeConfig" in seq.source
+    assert report.item("qk_norm").verdict == "MISMATCH"      # the Mixtral script has no --qk-layernorm
+    assert report.item("seq_length").verdict == "PASS"
+
+
+def test_9_qwen3_forces_qk_norm_whatever_the_yaml_says(tmp_path):
+    yaml = edited(tmp_path, QWEN3_YAML, "qk_layernorm: True", "qk_layernorm: False")
+    assert audit(MIXTRAL_GPU_SH, yaml).mindformers["model.qk_norm"].value is True
+
+
+def test_9_deepseek_v3_class_defaults(tmp_path):
+    # a use_legacy: False yaml naming only the model type gets DeepseekV3Config's registered facts
+    yaml = tmp_path / "deepseek_v3.yaml"
+    yaml.write_text("use_legacy: False\nmodel:\n  model_config:\n    model_type: deepseek_v3\n")
+    config = audit(MIXTRAL_GPU_SH, yaml).mindformers
+    expected = {"model.num_attention_heads": 128, "moe.num_experts": 256, "moe.router_topk": 8,
+                "model.activation": "swiglu", "model.norm_epsilon": 1.0e-6, "moe.fused_router": True,
+                "model.seq_length": 4096}
+    for key, want in expected.items():
+        assert config[key].value == want, key
+        assert "DeepseekV3Config" in config[key].source or "hidden_act" in config[key].source, key

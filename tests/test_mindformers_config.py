@@ -216,11 +216,13 @@ def test_mcore_defaults_bf16_compute_fp32_params_and_dropout(tmp_path):
     assert config["precision.compute_dtype"].value == "bf16"
     assert config["precision.param_dtype"].value == "fp32"
     assert config["model.hidden_dropout"].value == pytest.approx(0.1)  # mcore default 0.1!
-    assert config["model.num_kv_heads"].value == 4
+    # issue 12: Qwen3Config (model_type qwen3) supplies num_key_value_heads=32 when the yaml is silent
+    assert config["model.num_kv_heads"].value == 32 and config["model.num_kv_heads"].kind == "default"
 
 
 @pytest.mark.parametrize("act, gated, expected", [("swiglu", None, "swiglu"), ("silu", True, "swiglu"),
-                                                  ("gelu", None, "gelu"), ("gelu", True, "geglu")])
+                                                  ("gelu", False, "gelu"), ("gelu", True, "geglu"),
+                                                  ("gelu", None, "geglu")])  # Qwen3Config: gated_linear_unit=True
 def test_mcore_activation(tmp_path, act, gated, expected):
     lines = f"hidden_size: 64\nnum_attention_heads: 4\nhidden_act: {act}"
     if gated is not None:

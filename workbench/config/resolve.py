@@ -156,7 +156,7 @@ class Resolver:
         value = convert(value, kind, raw.origin)
         if source.negate:
             value = not value
-        return CanonicalValue(key, value, "set", raw.origin)
+        return CanonicalValue(key, value, raw.kind, raw.origin)
 
     def _fixed(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
         """A fact fixed by the implementation; legacy MindFormers facts hold only for the model classes
