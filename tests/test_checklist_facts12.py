@@ -413,3 +413,112 @@ def test_9_deepseek_v3_class_defaults(tmp_path):
     for key, want in expected.items():
         assert config[key].value == want, key
         assert "DeepseekV3Config" in config[key].source or "hidden_act" in config[key].source, key
+
+
+# ---------------------------------------------------------------- 10. bash `if` decided by constants, FP8
+# Excerpt of NVIDIA/Megatron-LM core_v0.13.0 @ c550cf6c, examples/llama/train_llama3_8b_h100_fp8.sh
+# (lines unchanged; the data, logging and parallel blocks left out).
+LLAMA3_FP8 = r'''#!/bin/bash
+GPUS_PER_NODE=8
+NUM_NODES=1
+MICRO_BATCH_SIZE=1
+GLOBAL_BATCH_SIZE=128
+NUM_LAYERS=32
+DTYPE="fp8"
+SEQ_LENGTH=8192
+MAX_POSITION_EMBEDDINGS=8192
+
+DISTRIBUTED_ARGS=(
+    --nproc_per_node $GPUS_PER_NODE
+    --nnodes $NUM_NODES
+)
+
+MODEL_ARGS=(
+    --use-mcore-models
+    --num-layers $NUM_LAYERS
+    --hidden-size 4096
+    --ffn-hidden-size 14336
+    --num-attention-heads 32
+    --group-query-attention
+    --num-query-groups 8
+    --kv-channels 128
+    --seq-length $SEQ_LENGTH
+    --max-position-embeddings $MAX_POSITION_EMBEDDINGS
+    --position-embedding-type rope
+    --rotary-base 1000000
+    --rotary-percent 1.0
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
+    --swiglu
+    --init-method-std 0.0134
+    --attention-backend fused
+    --apply-layernorm-1p
+    --untie-embeddings-and-output-weights
+    --disable-bias-linear
+)
+
+TRAINING_ARGS=(
+    --micro-batch-size $MICRO_BATCH_SIZE
+    --global-batch-size $GLOBAL_BATCH_SIZE
+    --lr 0.00015
+    --min-lr 0.00001
+    --lr-decay-style cosine
+    --clip-grad 1.0
+    --weight-decay 0.1
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+    --bf16
+    --grad-reduce-in-bf16
+    --cross-entropy-loss-fusion
+    --calculate-per-token-loss
+)
+
+# Conditional arguments based on DTYPE (FP8)
+DTYPE_ARGS=()
+if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=(
+        "--fp8-format hybrid"
+        "--fp8-amax-history-len 1024"
+        "--fp8-amax-compute-algo max"
+        "--fp8-param-gather"
+    )
+fi
+
+torchrun ${DISTRIBUTED_ARGS[@]} \
+    "$PRETRAIN_SCRIPT_PATH" \
+    ${MODEL_ARGS[@]} \
+    ${TRAINING_ARGS[@]} \
+    ${DTYPE_ARGS[@]}
+'''.replace('"$PRETRAIN_SCRIPT_PATH"', "pretrain_gpt.py")  # the script sets PRETRAIN_SCRIPT_PATH="pretrain_gpt.py"
+
+
+def test_10_an_if_decided_by_the_scripts_constants_is_evaluated(tmp_path):
+    script = tmp_path / "train_llama3_8b_h100_fp8.sh"
+    script.write_text(LLAMA3_FP8)
+    report = audit(script, QWEN3_YAML)
+    fp8 = report.megatron["precision.fp8"]
+    assert fp8.value == "hybrid" and fp8.kind == "set"
+    assert report.item("fp8").verdict == "MISMATCH"        # MindFormers has no FP8 training
+    assert value(report, "megatron", "precision.compute_dtype") == "bf16"
+    # --grad-reduce-in-bf16 (arguments.py:591) turns off fp32 accumulation and reduction
+    assert value(report, "megatron", "precision.grad_reduce_dtype") == "bf16"
+
+
+def test_10_the_branch_not_taken_is_skipped_and_an_else_is_taken(tmp_path):
+    script = tmp_path / "train_llama3_8b_h100_fp8.sh"
+    script.write_text(LLAMA3_FP8.replace('DTYPE="fp8"', 'DTYPE="bf16"').replace(
+        "fi\n", "else\n    DTYPE_ARGS+=(--seed 42)\nfi\n"))
+    report = audit(script, QWEN3_YAML)
+    assert value(report, "megatron", "precision.fp8") == "none"
+    assert value(report, "megatron", "other.seed") == 42
+
+
+def test_10_an_undecided_if_applies_only_what_every_branch_sets_alike(tmp_path):
+    script = tmp_path / "undecided.sh"
+    script.write_text(LLAMA3_FP8.replace('DTYPE="fp8"', 'DTYPE=$PRECISION').replace(
+        'DTYPE_ARGS+=(', 'SEED=(--seed 7)\n    DTYPE_ARGS+=(').replace(
+        "fi\n", "else\n    SEED=(--seed 7)\n    DTYPE_ARGS=(--fp8-format e4m3)\nfi\n").replace(
+        "${DTYPE_ARGS[@]}", "${DTYPE_ARGS[@]} ${SEED[@]}"))
+    report = audit(script, QWEN3_YAML)
+    assert value(report, "megatron", "other.seed") == 7        # the same in both branches: decided
+    assert not report.megatron["precision.fp8"].known or value(report, "megatron", "precision.fp8") == "none"

@@ -121,7 +121,8 @@ class Resolver:
             if raw is not None:
                 return self._from_raw(key, spec.type, side, source, raw)
         if side.fixed is not MISSING:
-            return self._fixed(key, spec.type, side)
+            per_generation = spec.mindformers.get("legacy") is not spec.mindformers.get("mcore")
+            return self._fixed(key, spec.type, side, model_fact=per_generation)
         if side.derive is not None:
             try:
                 result = self._derive(side.derive)
@@ -158,10 +159,11 @@ class Resolver:
             value = not value
         return CanonicalValue(key, value, raw.kind, raw.origin)
 
-    def _fixed(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
-        """A fact fixed by the implementation; legacy MindFormers facts hold only for the model classes
-        listed in frameworks/mindformers.yaml (legacy_architectures), not for another class."""
-        arch = self.raw.lookup("model.arch.type") if self.raw.generation == "legacy" else None
+    def _fixed(self, key: str, kind: str, side: SideSpec, model_fact: bool) -> CanonicalValue:
+        """A fact fixed by the implementation; legacy MindFormers model facts (keys.yaml `legacy:` sides)
+        hold only for the model classes listed in frameworks/mindformers.yaml (legacy_architectures)."""
+        legacy_model = model_fact and self.framework == "mindformers" and self.raw.generation == "legacy"
+        arch = self.raw.lookup("model.arch.type") if legacy_model else None
         if arch is not None:
             from .registry import load_framework
 
