@@ -522,3 +522,21 @@ def test_10_an_undecided_if_applies_only_what_every_branch_sets_alike(tmp_path):
     report = audit(script, QWEN3_YAML)
     assert value(report, "megatron", "other.seed") == 7        # the same in both branches: decided
     assert not report.megatron["precision.fp8"].known or value(report, "megatron", "precision.fp8") == "none"
+
+
+# ---------------------------------------------------------------- 11. total_steps: -1
+def test_11_verdicts_on_the_assumed_run_length_say_so_and_never_pass():
+    # the Mixtral yaml says total_steps: -1 (known only at run time); the run length is Megatron's 2000
+    report = audit(MIXTRAL_SH, MIXTRAL_YAML)
+    assert report.mindformers["train.steps"].kind == "assumed"
+    steps = report.item("train_steps")
+    assert steps.verdict == "UNKNOWN" and "assumed 2000 steps" in steps.message
+    for item_id in ("warmup", "lr_schedule"):
+        assert "run length assumed" in report.item(item_id).message, item_id
+    assert "assumed" not in report.item("learning_rate").message     # does not depend on the run length
+
+
+def test_11_a_stated_total_steps_is_checked_plainly(tmp_path):
+    yaml = edited(tmp_path, MIXTRAL_YAML, "total_steps: -1", "total_steps: 2000")
+    steps = audit(MIXTRAL_SH, yaml).item("train_steps")
+    assert steps.verdict == "PASS" and "assumed" not in steps.message
