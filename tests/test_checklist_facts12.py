@@ -540,3 +540,16 @@ def test_11_a_stated_total_steps_is_checked_plainly(tmp_path):
     yaml = edited(tmp_path, MIXTRAL_YAML, "total_steps: -1", "total_steps: 2000")
     steps = audit(MIXTRAL_SH, yaml).item("train_steps")
     assert steps.verdict == "PASS" and "assumed" not in steps.message
+
+
+# ---------------------------------------------------------------- 12. min lr against a constant schedule
+def test_12_min_lr_is_not_compared_against_a_schedule_that_never_decays(deepseek_v3):
+    # the DeepSeek-V3 r1.5.0 yaml: ConstantWarmUpLR without lr_end; the Mixtral script decays to --min-lr 1e-6
+    report = audit(MIXTRAL_SH, deepseek_v3)
+    item = report.item("min_lr")
+    assert item.verdict == "PASS" and "never decays" in item.message
+    assert report.item("decay_style").verdict == "MISMATCH"   # the schedules themselves differ, said there
+
+
+def test_12_min_lr_still_compared_between_decaying_schedules():
+    assert audit(LLAMA2_SH, LLAMA2_YAML).item("min_lr").verdict == "MISMATCH"

@@ -160,3 +160,15 @@ def token_drop(item, ctx, megatron, mindformers):
             and _dropless(cf_m) and _dropless(cf_f):
         return Outcome(PASS, "not applicable: dropless on both sides (no capacity, no padding)")
     return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def min_lr(item, ctx, megatron, mindformers):
+    """The decay's end: unused by a schedule that never decays (Megatron constant, MindFormers ConstantWarmUpLR)."""
+    constant = [label for label, config in (("Megatron", ctx.megatron), ("MindFormers", ctx.mindformers))
+                if config.value("lr.decay_style") == "constant"]
+    if constant:
+        return Outcome(PASS, f"not applicable: {' and '.join(constant)} never decay{'s' if len(constant) == 1 else ''} "
+                             f"(constant schedule), so the minimum lr is unused ({pair_text(megatron, mindformers)}); "
+                             "the decay style item compares the schedules")
+    return equal(item, ctx, megatron, mindformers)
