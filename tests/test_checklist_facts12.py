@@ -553,3 +553,21 @@ def test_12_min_lr_is_not_compared_against_a_schedule_that_never_decays(deepseek
 
 def test_12_min_lr_still_compared_between_decaying_schedules():
     assert audit(LLAMA2_SH, LLAMA2_YAML).item("min_lr").verdict == "MISMATCH"
+
+
+# ---------------------------------------------------------------- 13. use_fused_ops_topkrouter
+def test_13_permute_fusion_is_not_the_router_and_the_topkrouter_op_is_recommended():
+    # MindSpeed-LLM's Mixtral script says --moe-permute-fusion (token permutation, arguments.py:2552), not
+    # a fused router; the Mixtral yaml: use_fused_ops_topkrouter: False with enable_sdrop: True, capacity 1.1
+    report = audit(MIXTRAL_SH, MIXTRAL_YAML)
+    assert report.item("fused_router").verdict == "PASS"       # neither side fuses the top-k selection
+    dispatch = report.item("topkrouter_dispatch")
+    assert dispatch.verdict == "RISK" and "use_fused_ops_topkrouter: True" in dispatch.message
+
+
+def test_13_the_guides_topkrouter_setting_passes(tmp_path):
+    yaml = edited(tmp_path, MIXTRAL_YAML, "use_fused_ops_topkrouter: False", "use_fused_ops_topkrouter: True")
+    report = audit(MIXTRAL_SH, yaml)
+    assert value(report, "megatron", "moe.fused_router") is False
+    assert report.item("fused_router").verdict == "PASS"
+    assert report.item("topkrouter_dispatch").verdict == "PASS"

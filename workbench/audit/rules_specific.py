@@ -172,3 +172,18 @@ def min_lr(item, ctx, megatron, mindformers):
                              f"(constant schedule), so the minimum lr is unused ({pair_text(megatron, mindformers)}); "
                              "the decay style item compares the schedules")
     return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def topkrouter_dispatch(item, ctx, megatron, mindformers):
+    """Legacy MindFormers' TopKRouter dispatch op: recommended on where tokens can drop."""
+    if ctx.mindformers.generation != "legacy":
+        return Outcome(PASS, "not applicable: mcore-style MindFormers dispatches like Megatron")
+    if _dropless(ctx.mindformers.value("moe.capacity_factor", -1)):
+        return Outcome(PASS, "not applicable: MindFormers is dropless (no capacity dispatch)")
+    if unknown := unknown_outcome([], mindformers):
+        return unknown
+    if mindformers[0].value:
+        return Outcome(PASS, "use_fused_ops_topkrouter: True (the guide's setting)")
+    return fail(item, "MindFormers use_fused_ops_topkrouter: False; set moe_config.use_fused_ops_topkrouter: True "
+                      "(with enable_sdrop: True) as the alignment guide recommends")
