@@ -571,3 +571,25 @@ def test_13_the_guides_topkrouter_setting_passes(tmp_path):
     assert value(report, "megatron", "moe.fused_router") is False
     assert report.item("fused_router").verdict == "PASS"
     assert report.item("topkrouter_dispatch").verdict == "PASS"
+
+
+# ---------------------------------------------------------------- 14. guide fixes
+def test_14_mindspeed_determinism_is_npu_deterministic(tmp_path):
+    # MindSpeed registers --npu-deterministic (store_true); --deterministic-mode is Megatron's GPU switch
+    script = edited(tmp_path, LLAMA2_SH, "    --use-flash-attn \\\n", "    --use-flash-attn \\\n    --npu-deterministic \\\n")
+    yaml = edited(tmp_path, LLAMA2_YAML, "context:\n", 'context:\n  deterministic: "ON"\n')
+    report = audit(script, yaml)
+    assert value(report, "megatron", "other.deterministic") is True
+    assert report.item("deterministic").verdict == "PASS"
+    item = audit(LLAMA2_SH, LLAMA2_YAML).item("deterministic")
+    assert item.verdict == "RISK" and "--npu-deterministic" in item.fix["megatron"]
+
+
+def test_14_high_precision_mode_names_ge_op_select_implmode(tmp_path):
+    yaml = edited(tmp_path, LLAMA2_YAML, "context:\n",
+                  'context:\n  ascend_config:\n    ge_options:\n      global:\n        ge.opSelectImplmode: "high_precision"\n')
+    report = audit(LLAMA2_SH, yaml)
+    assert value(report, "mindformers", "precision.op_select_impl_mode") == "high_precision"
+    item = report.item("high_precision_mode")
+    assert item.verdict == "MANUAL" and "ge.opSelectImplmode: high_precision" in item.message
+    assert "--moe-router-dtype" in report.item("router_dtype").why    # Megatron's router dtype is configurable

@@ -81,3 +81,12 @@ def megatron_fused_swiglu(r: Resolver) -> Derived | Unknown:
         return _set_flag(r, "use_fused_swiglu") or Derived(False, "default: no --use-fused-swiglu", "default")
     return (_set_flag(r, "bias_swiglu_fusion")
             or Derived(True, "default: bias-SwiGLU fusion on (no --no-bias-swiglu-fusion)", "default"))
+
+
+@derivation
+def megatron_deterministic(r: Resolver) -> Derived | Unknown:
+    """GPU: --deterministic-mode (core_v0.12.1); Ascend: MindSpeed's --npu-deterministic
+    (MindSpeed features_manager NPUDeterministicFeature, store_true)."""
+    name = "npu_deterministic" if _ascend(r) else "deterministic_mode"
+    flag = "--" + name.replace("_", "-")
+    return _set_flag(r, name) or Derived(False, f"default: no {flag}", "default")
