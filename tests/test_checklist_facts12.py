@@ -593,3 +593,22 @@ def test_14_high_precision_mode_names_ge_op_select_implmode(tmp_path):
     item = report.item("high_precision_mode")
     assert item.verdict == "MANUAL" and "ge.opSelectImplmode: high_precision" in item.message
     assert "--moe-router-dtype" in report.item("router_dtype").why    # Megatron's router dtype is configurable
+
+
+# ---------------------------------------------------------------- 15. padded vocabulary from the tokenizer
+def test_15_padded_vocabulary_says_which_tokenizer_sizes_match(tmp_path):
+    # MindSpeed Llama-2: the tokenizer decides (no --vocab-size), --make-vocab-size-divisible-by 1, TP 1;
+    # MindFormers vocab_size 32000: equal for a tokenizer of exactly 32000 tokens (Llama-2's)
+    item = audit(LLAMA2_SH, LLAMA2_YAML).item("vocabulary")
+    assert item.verdict == "MANUAL" and "exactly 32000 tokens" in item.message
+    # with Megatron's default divisor 128: any tokenizer of 31873..32000 tokens pads to 32000
+    script = edited(tmp_path, LLAMA2_SH, "--make-vocab-size-divisible-by 1 ", "--make-vocab-size-divisible-by 128 ")
+    item = audit(script, LLAMA2_YAML).item("vocabulary")
+    assert item.verdict == "MANUAL" and "31873..32000 tokens" in item.message
+
+
+def test_15_a_vocabulary_no_multiple_can_reach_is_a_mismatch(tmp_path):
+    script = edited(tmp_path, LLAMA2_SH, "--make-vocab-size-divisible-by 1 ", "--make-vocab-size-divisible-by 128 ")
+    yaml = edited(tmp_path, LLAMA2_YAML, "vocab_size: 32000", "vocab_size: 32001")
+    item = audit(script, yaml).item("vocabulary")
+    assert item.verdict == "MISMATCH" and "multiple of 128" in item.message

@@ -24,6 +24,8 @@ def attention_kind(item, ctx, megatron, mindformers):
 @rule
 def vocabulary(item, ctx, megatron, mindformers):
     padded_m, padded_f = megatron[0], mindformers[0]
+    if not padded_m.known and padded_f.known and (decided := _tokenizer_vocabulary(item, ctx, padded_f.value)):
+        return decided
     if unknown := unknown_outcome([padded_m], [padded_f]):
         return unknown
     if not same(padded_m.value, padded_f.value):
@@ -36,6 +38,23 @@ def vocabulary(item, ctx, megatron, mindformers):
     if padded_m.value % 16:
         return Outcome(RISK, f"both {padded_m.value}, not a multiple of 16 (recommended)" + "; " .join([""] + notes))
     return Outcome(PASS, f"both {padded_m.value}" + "; ".join([""] + notes))
+
+
+def _tokenizer_vocabulary(item, ctx, vocab_f: int) -> Outcome | None:
+    """Megatron's vocabulary comes from the tokenizer, padded to a multiple of
+    --make-vocab-size-divisible-by × TP: decided when MindFormers' size is no such multiple."""
+    divisor = ctx.megatron.value("model.make_vocab_size_divisible_by")
+    tensor = ctx.megatron.value("parallel.tensor")
+    if not divisor or not tensor:
+        return None
+    multiple = divisor * tensor
+    if vocab_f % multiple:
+        return fail(item, f"Megatron pads the tokenizer's vocabulary to a multiple of {multiple} "
+                          f"(--make-vocab-size-divisible-by {divisor} × TP {tensor}); MindFormers {vocab_f} is not one")
+    sizes = f"exactly {vocab_f}" if multiple == 1 else f"{vocab_f - multiple + 1}..{vocab_f}"
+    return Outcome(MANUAL, f"Megatron pads the tokenizer's vocabulary to a multiple of {multiple} "
+                           f"(--make-vocab-size-divisible-by {divisor} × TP {tensor}): it equals MindFormers' {vocab_f} "
+                           f"when the tokenizer given to --tokenizer-model has {sizes} tokens; check its size")
 
 
 def _dropless(value) -> bool:
