@@ -612,3 +612,14 @@ def test_15_a_vocabulary_no_multiple_can_reach_is_a_mismatch(tmp_path):
     yaml = edited(tmp_path, LLAMA2_YAML, "vocab_size: 32000", "vocab_size: 32001")
     item = audit(script, yaml).item("vocabulary")
     assert item.verdict == "MISMATCH" and "multiple of 128" in item.message
+
+
+# ---------------------------------------------------------------- missing items: initialisation std
+def test_missing_init_method_std_legacy_default_differs_from_megatron():
+    # Megatron default 0.02 (arguments.py:1810); legacy LlamaConfig init_method_std 0.01 (llama_config.py:174)
+    report = audit(GPT_YAML, LLAMA2_YAML)          # gpt_config.yaml: init_method_std: 0.02
+    item = report.item("init_method_std")
+    assert item.verdict == "RISK" and "Megatron 0.02 vs MindFormers 0.01" in item.message
+    assert audit(LLAMA2_SH, LLAMA2_YAML).item("init_method_std").verdict == "PASS"   # --init-method-std 0.01
+    # the Qwen3 yaml states initializer_range: 0.02, the mcore name of the same setting
+    assert audit(GPT_YAML, QWEN3_YAML).item("init_method_std").verdict == "PASS"
