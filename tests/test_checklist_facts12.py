@@ -462,6 +462,8 @@ TRAINING_ARGS=(
     --global-batch-size $GLOBAL_BATCH_SIZE
     --lr 0.00015
     --min-lr 0.00001
+    --decoupled-lr 5.0e-4      # Specific to decoupled AdamW, ensure optimizer is compatible
+    --decoupled-min-lr 4.5e-5  # Specific to decoupled AdamW
     --lr-decay-style cosine
     --clip-grad 1.0
     --weight-decay 0.1
@@ -623,3 +625,27 @@ def test_missing_init_method_std_legacy_default_differs_from_megatron():
     assert audit(LLAMA2_SH, LLAMA2_YAML).item("init_method_std").verdict == "PASS"   # --init-method-std 0.01
     # the Qwen3 yaml states initializer_range: 0.02, the mcore name of the same setting
     assert audit(GPT_YAML, QWEN3_YAML).item("init_method_std").verdict == "PASS"
+
+
+# ---------------------------------------------------------------- missing items: training options with no MindFormers twin
+def test_missing_llama3_fp8_options_without_a_mindformers_counterpart(tmp_path):
+    script = tmp_path / "train_llama3_8b_h100_fp8.sh"
+    script.write_text(LLAMA3_FP8)
+    report = audit(script, QWEN3_YAML)
+    assert value(report, "megatron", "optimizer.decoupled_lr") == "5.0e-4"
+    assert report.item("decoupled_lr").verdict == "MISMATCH"          # no grouped_lr_schedule in the Qwen3 yaml
+    assert report.item("per_token_loss").verdict == "MISMATCH"        # --calculate-per-token-loss vs default False
+    assert report.item("zero_centered_gamma").verdict == "MISMATCH"   # --apply-layernorm-1p
+
+
+def test_missing_per_token_loss_on_both_sides_passes(tmp_path):
+    script = tmp_path / "train_llama3_8b_h100_fp8.sh"
+    script.write_text(LLAMA3_FP8)
+    yaml = edited(tmp_path, QWEN3_YAML, "use_legacy: False", "use_legacy: False\ncalculate_per_token_loss: True")
+    assert audit(script, yaml).item("per_token_loss").verdict == "PASS"
+
+
+def test_missing_rampup_batch_size_from_the_gpt_yaml():
+    # examples/gpt3/gpt_config.yaml (core_v0.12.1) ramps the batch up: MindFormers cannot
+    item = audit(GPT_YAML, QWEN3_YAML).item("rampup_batch_size")
+    assert item.verdict == "MISMATCH" and "[32, 32, 65324160]" in item.message

@@ -206,3 +206,18 @@ def topkrouter_dispatch(item, ctx, megatron, mindformers):
         return Outcome(PASS, "use_fused_ops_topkrouter: True (the guide's setting)")
     return fail(item, "MindFormers use_fused_ops_topkrouter: False; set moe_config.use_fused_ops_topkrouter: True "
                       "(with enable_sdrop: True) as the alignment guide recommends")
+
+
+@rule
+def decoupled_lr(item, ctx, megatron, mindformers):
+    """Megatron's decoupled lr needs a MindFormers grouped lr schedule; values cannot be compared directly."""
+    decoupled, grouped = megatron[0].value, mindformers[0].value
+    if decoupled is None and grouped is None:
+        return Outcome(PASS, "one learning rate for every parameter on both sides")
+    if decoupled is None:
+        return fail(item, "MindFormers sets a grouped_lr_schedule, Megatron has no --decoupled-lr")
+    if grouped is None:
+        return fail(item, f"Megatron --decoupled-lr {fmt(decoupled)} gives the embedding and output layer their own lr; "
+                          "MindFormers has no grouped_lr_schedule")
+    return Outcome(MANUAL, f"Megatron --decoupled-lr {fmt(decoupled)}: check that MindFormers' grouped_lr_schedule gives "
+                           "exactly the embedding and output layer that schedule")
