@@ -649,3 +649,37 @@ def test_missing_rampup_batch_size_from_the_gpt_yaml():
     # examples/gpt3/gpt_config.yaml (core_v0.12.1) ramps the batch up: MindFormers cannot
     item = audit(GPT_YAML, QWEN3_YAML).item("rampup_batch_size")
     assert item.verdict == "MISMATCH" and "[32, 32, 65324160]" in item.message
+
+
+# ---------------------------------------------------------------- missing items: MoE router math, expert FFN, MTP
+def test_missing_moe_router_math_from_deepseek_v3(deepseek_v3):
+    # DeepSeek-V3 r1.5.0: sigmoid gating, routed_scaling_factor 2.5, balance_via_topk_bias, experts of
+    # moe_intermediate_size 2048, mtp_depth 1 / mtp_loss_factor 0.3; the Mixtral GPU script: none of these
+    report = audit(MIXTRAL_GPU_SH, deepseek_v3)
+    config = report.mindformers
+    assert config["moe.score_function"].value == "sigmoid"
+    assert config["moe.topk_scaling_factor"].value == 2.5
+    assert config["moe.expert_bias"].value is True
+    assert config["moe.expert_ffn_size"].value == 2048
+    assert config["mtp.num_layers"].value == 1 and config["mtp.loss_factor"].value == 0.3
+    for item_id in ("score_function", "topk_scaling_factor", "expert_bias", "expert_ffn_size", "mtp"):
+        assert report.item(item_id).verdict == "MISMATCH", item_id
+
+
+def test_missing_moe_router_math_agrees_on_the_mixtral_pair():
+    report = audit(MIXTRAL_SH, MIXTRAL_YAML)
+    # LlamaForCausalLM's experts and shared expert use config.intermediate_size (llama.py:206, llama_layer.py:811)
+    assert report.mindformers["moe.expert_ffn_size"].value == 14336
+    for item_id in ("expert_ffn_size", "score_function", "topk_scaling_factor", "group_limited_routing",
+                    "expert_bias", "load_balancing", "z_loss", "moe_layers", "mtp"):
+        assert report.item(item_id).verdict == "PASS", (item_id, report.item(item_id).message)
+
+
+def test_missing_mcore_balancing_loss_default_is_sub_seq_aux_loss(tmp_path):
+    # mcore MindFormers moe_router_load_balancing_type defaults to sub_seq_aux_loss (transformer_config.py:1860);
+    # the Qwen3-MoE master yaml states gbs_aux_loss, Megatron's default is aux_loss
+    yaml = tmp_path / "pretrain_qwen3_30b_a3b_4k.yaml"
+    yaml.write_text(QWEN3_MOE_MASTER.replace('    moe_router_load_balancing_type: "gbs_aux_loss"\n', ""))
+    report = audit(MIXTRAL_GPU_SH, yaml)
+    assert report.mindformers["moe.load_balancing"].value == "sub_seq_aux_loss"
+    assert report.item("load_balancing").verdict == "MISMATCH"

@@ -221,3 +221,13 @@ def decoupled_lr(item, ctx, megatron, mindformers):
                           "MindFormers has no grouped_lr_schedule")
     return Outcome(MANUAL, f"Megatron --decoupled-lr {fmt(decoupled)}: check that MindFormers' grouped_lr_schedule gives "
                            "exactly the embedding and output layer that schedule")
+
+
+@rule
+def mtp(item, ctx, megatron, mindformers):
+    """MTP depth must agree; its loss factor matters only where MTP layers exist."""
+    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
+        return unknown
+    if not megatron[0].value and not mindformers[0].value:
+        return Outcome(PASS, "no multi-token prediction on either side")
+    return equal(item, ctx, megatron, mindformers)

@@ -90,3 +90,12 @@ def megatron_deterministic(r: Resolver) -> Derived | Unknown:
     name = "npu_deterministic" if _ascend(r) else "deterministic_mode"
     flag = "--" + name.replace("_", "-")
     return _set_flag(r, name) or Derived(False, f"default: no {flag}", "default")
+
+
+@derivation
+def megatron_first_dense_layers(r: Resolver) -> Derived | Unknown:
+    """MindSpeed-LLM --first-k-dense-replace: the first k layers stay dense; unset or negative: none."""
+    k = r.arg("first_k_dense_replace", "int")
+    if k is None:
+        return Derived(0, "default: no --first-k-dense-replace (every layer MoE)", "default")
+    return Derived(max(k, 0), r.origin("first_k_dense_replace") + (" (negative: no dense layers)" if k < 0 else ""), "set")

@@ -46,3 +46,23 @@ def mindformers_legacy_pad_to_capacity(r: Resolver) -> Derived | Unknown:
     if _gmm(r):
         return Derived(False, "MoEV3 (use_gmm) dispatches without capacity padding", "set")
     return Derived(True, "MoEV2 dispatches fixed-capacity (padded) expert inputs", "default")
+
+
+def _llama_class(r: Resolver) -> bool:
+    from .registry import load_framework
+
+    arch = r.arg("model.arch.type")
+    return arch is None or arch in load_framework("mindformers").get("legacy_architectures", [])
+
+
+@derivation
+def mindformers_legacy_expert_ffn_size(r: Resolver) -> Derived | Unknown:
+    """LlamaForCausalLM's experts are LlamaFeedForward(intermediate_size=config.intermediate_size)
+    (models/llama/llama.py:206, llama_transformer.py, llama_layer.py LlamaFeedForwardWithMoE); other
+    classes (research DeepSeek) size them with moe_config.moe_intermediate_size."""
+    if _llama_class(r):
+        ffn = r.key("model.ffn_hidden_size")
+        return Derived(ffn.value, f"= the model FFN size ({ffn.source})") if ffn.known else Unknown(ffn.settle)
+    if r.raw.lookup("moe_config.moe_intermediate_size") is not None:
+        return Derived(r.arg("moe_config.moe_intermediate_size", "int"), r.origin("moe_config.moe_intermediate_size"), "set")
+    return Unknown("moe_config.moe_intermediate_size")
