@@ -683,3 +683,16 @@ def test_missing_mcore_balancing_loss_default_is_sub_seq_aux_loss(tmp_path):
     report = audit(MIXTRAL_GPU_SH, yaml)
     assert report.mindformers["moe.load_balancing"].value == "sub_seq_aux_loss"
     assert report.item("load_balancing").verdict == "MISMATCH"
+
+
+def test_missing_mla_dimensions(tmp_path):
+    # DeepseekV3Config registers multi_latent_attention=True with q_lora_rank 1536, kv_lora_rank 512,
+    # qk_nope 128 / qk_rope 64 / v 128; the Mixtral GPU script has standard attention
+    yaml = tmp_path / "deepseek_v3.yaml"
+    yaml.write_text("use_legacy: False\nmodel:\n  model_config:\n    model_type: deepseek_v3\n")
+    report = audit(MIXTRAL_GPU_SH, yaml)
+    assert report.mindformers["model.mla_q_lora_rank"].value == 1536
+    assert report.mindformers["model.mla_qk_pos_emb_head_dim"].value == 64
+    assert report.item("mla").verdict == "MISMATCH"
+    assert audit(MIXTRAL_SH, MIXTRAL_YAML).item("mla").verdict == "PASS"   # no MLA on either side
+    assert audit(MIXTRAL_SH, MIXTRAL_YAML).item("data_check").verdict == "MANUAL"

@@ -231,3 +231,13 @@ def mtp(item, ctx, megatron, mindformers):
     if not megatron[0].value and not mindformers[0].value:
         return Outcome(PASS, "no multi-token prediction on either side")
     return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def mla(item, ctx, megatron, mindformers):
+    """MLA dimensions matter only where multi-latent attention is on."""
+    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
+        return unknown
+    if not megatron[0].value and not mindformers[0].value:
+        return Outcome(PASS, "no multi-latent attention on either side")
+    return equal(item, ctx, megatron, mindformers)
