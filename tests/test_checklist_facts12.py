@@ -696,3 +696,15 @@ def test_missing_mla_dimensions(tmp_path):
     assert report.item("mla").verdict == "MISMATCH"
     assert audit(MIXTRAL_SH, MIXTRAL_YAML).item("mla").verdict == "PASS"   # no MLA on either side
     assert audit(MIXTRAL_SH, MIXTRAL_YAML).item("data_check").verdict == "MANUAL"
+
+
+def test_missing_rope_scaling(tmp_path):
+    # a Llama-3.1-style yaml: the Qwen3 fixture with an HF rope_scaling mapping; Megatron without --use-rope-scaling
+    yaml = edited(tmp_path, QWEN3_YAML, 'rotary_dtype: "float32"',
+                  'rotary_dtype: "float32"\n    rope_scaling: {rope_type: llama3, factor: 8.0}')
+    report = audit(MIXTRAL_GPU_SH, yaml)
+    assert report.mindformers["model.rope_scaling"].value == "llama3"
+    assert report.item("rope_scaling").verdict == "MISMATCH"
+    script = edited(tmp_path, MIXTRAL_GPU_SH, "    --position-embedding-type rope\n",
+                    "    --position-embedding-type rope\n    --use-rope-scaling\n")
+    assert audit(script, yaml).item("rope_scaling").verdict == "PASS"

@@ -99,3 +99,14 @@ def megatron_first_dense_layers(r: Resolver) -> Derived | Unknown:
     if k is None:
         return Derived(0, "default: no --first-k-dense-replace (every layer MoE)", "default")
     return Derived(max(k, 0), r.origin("first_k_dense_replace") + (" (negative: no dense layers)" if k < 0 else ""), "set")
+
+
+@derivation
+def megatron_rope_scaling(r: Resolver) -> Derived | Unknown:
+    """MindSpeed-LLM --rope-scaling-type wins; upstream --use-rope-scaling is the Llama-3.x scaling."""
+    kind = r.arg("rope_scaling_type", "str")
+    if kind:
+        return Derived(str(kind).lower(), r.origin("rope_scaling_type"), "set")
+    if r.arg("use_rope_scaling", "bool", False):
+        return Derived("llama3", r.origin("use_rope_scaling"), "set")
+    return Derived("none", "default: no RoPE scaling", "default")

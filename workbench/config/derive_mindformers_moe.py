@@ -66,3 +66,14 @@ def mindformers_legacy_expert_ffn_size(r: Resolver) -> Derived | Unknown:
     if r.raw.lookup("moe_config.moe_intermediate_size") is not None:
         return Derived(r.arg("moe_config.moe_intermediate_size", "int"), r.origin("moe_config.moe_intermediate_size"), "set")
     return Unknown("moe_config.moe_intermediate_size")
+
+
+@derivation
+def mindformers_rope_scaling(r: Resolver) -> Derived | Unknown:
+    """mcore rope_scaling: a mapping with rope_type (or type), as Hugging Face writes it."""
+    scaling = r.arg("model.model_config.rope_scaling")
+    if scaling is None:
+        return Derived("none", "default: rope_scaling None", "default")
+    if isinstance(scaling, dict) and isinstance(scaling.get("rope_type", scaling.get("type")), str):
+        return Derived(scaling.get("rope_type", scaling.get("type")).lower(), r.origin("model.model_config.rope_scaling"), "set")
+    return Unknown("model.model_config.rope_scaling as a mapping with rope_type")
