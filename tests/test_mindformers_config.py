@@ -144,12 +144,16 @@ def test_merge_key_override_wins_and_names_its_own_line(tmp_path):
 
 # ------------------------------------------------------------------------- MoE
 def test_legacy_moe_config_block_maps_to_moe_keys(tmp_path):
+    # issue 12: MoEV2 / TopkRouterV2 take the balancing loss from aux_loss_types / aux_loss_factors and
+    # ignore aux_loss_factor (0.05 here must not be read)
     path = legacy(tmp_path, "hidden_size: 256\nnum_heads: 8", top="""
         moe_config:
           expert_num: 4
           num_experts_chosen: 2
           capacity_factor: 1.5
-          aux_loss_factor: 0.01
+          aux_loss_factor: 0.05
+          aux_loss_types: ["expert"]
+          aux_loss_factors: [0.01]
           enable_sdrop: True
           router_dense_type: "float32"
           routing_policy: "TopkRouterV2"
@@ -212,11 +216,13 @@ def test_mcore_defaults_bf16_compute_fp32_params_and_dropout(tmp_path):
     assert config["precision.compute_dtype"].value == "bf16"
     assert config["precision.param_dtype"].value == "fp32"
     assert config["model.hidden_dropout"].value == pytest.approx(0.1)  # mcore default 0.1!
-    assert config["model.num_kv_heads"].value == 4
+    # issue 12: Qwen3Config (model_type qwen3) supplies num_key_value_heads=32 when the yaml is silent
+    assert config["model.num_kv_heads"].value == 32 and config["model.num_kv_heads"].kind == "default"
 
 
 @pytest.mark.parametrize("act, gated, expected", [("swiglu", None, "swiglu"), ("silu", True, "swiglu"),
-                                                  ("gelu", None, "gelu"), ("gelu", True, "geglu")])
+                                                  ("gelu", False, "gelu"), ("gelu", True, "geglu"),
+                                                  ("gelu", None, "geglu")])  # Qwen3Config: gated_linear_unit=True
 def test_mcore_activation(tmp_path, act, gated, expected):
     lines = f"hidden_size: 64\nnum_attention_heads: 4\nhidden_act: {act}"
     if gated is not None:

@@ -38,6 +38,8 @@ MODEL_ARGS=(
     --disable-bias-linear
     --hidden-dropout 0.0
     --attention-dropout 0.0
+    --no-rope-fusion
+    --no-bias-swiglu-fusion
 )
 
 TRAINING_ARGS=(

@@ -9,7 +9,7 @@ from ..config import read_config, resolve
 from ..config.canonical import CanonicalValue, RawConfig, TrainingConfig
 from ..config.registry import MISSING, load_framework, load_registry
 from .checklist import Item, load_checklist
-from .rules import MISMATCH, PASS, RISK, RULES, VERDICTS, RuleContext
+from .rules import MISMATCH, PASS, RISK, RULES, UNKNOWN, VERDICTS, RuleContext
 
 HARDWARE_CHOICES = ("auto", "same", "cross")
 
@@ -105,6 +105,21 @@ def _is_moe(megatron: TrainingConfig, mindformers: TrainingConfig) -> bool:
     return any((config.value("moe.num_experts") or 1) > 1 for config in (megatron, mindformers))
 
 
+def _assumed_run_length(verdict: str, message: str, values_f: list[CanonicalValue],
+                        mindformers: TrainingConfig) -> tuple[str, str]:
+    """A verdict resting on the assumed MindFormers run length (total_steps -1) says so, and is never PASS."""
+    steps = mindformers.values.get("train.steps")
+    if steps is None or steps.kind != "assumed" or verdict not in (PASS, MISMATCH, RISK):
+        return verdict, message
+    if not any(v.key == "train.steps" or "total_steps" in (v.source or "") for v in values_f):
+        return verdict, message
+    note = (f"MindFormers run length assumed {steps.value} steps (lr_schedule.total_steps -1 is known only at "
+            "run time): set total_steps to check it")
+    if verdict == PASS:
+        return UNKNOWN, f"{message}, if MindFormers runs {steps.value} steps; {note}"
+    return verdict, f"{message}; {note}"
+
+
 def evaluate(item: Item, ctx: RuleContext) -> ItemResult:
     values_m, values_f = _side_values(ctx.megatron, item.keys), _side_values(ctx.mindformers, item.keys)
     if item.when == "moe" and not _is_moe(ctx.megatron, ctx.mindformers):
@@ -112,6 +127,7 @@ def evaluate(item: Item, ctx: RuleContext) -> ItemResult:
     else:
         outcome = RULES[item.rule](item, ctx, values_m, values_f)
         verdict, message, details = outcome.verdict, outcome.message, outcome.details
+    verdict, message = _assumed_run_length(verdict, message, values_f, ctx.mindformers)
     return ItemResult(item.section, item.id, item.title, verdict, item.severity, message, item.why,
                       _fix(item, ctx.megatron, ctx.mindformers), values_m, values_f, details)
 

@@ -24,6 +24,8 @@ def attention_kind(item, ctx, megatron, mindformers):
 @rule
 def vocabulary(item, ctx, megatron, mindformers):
     padded_m, padded_f = megatron[0], mindformers[0]
+    if not padded_m.known and padded_f.known and (decided := _tokenizer_vocabulary(item, ctx, padded_f.value)):
+        return decided
     if unknown := unknown_outcome([padded_m], [padded_f]):
         return unknown
     if not same(padded_m.value, padded_f.value):
@@ -36,6 +38,23 @@ def vocabulary(item, ctx, megatron, mindformers):
     if padded_m.value % 16:
         return Outcome(RISK, f"both {padded_m.value}, not a multiple of 16 (recommended)" + "; " .join([""] + notes))
     return Outcome(PASS, f"both {padded_m.value}" + "; ".join([""] + notes))
+
+
+def _tokenizer_vocabulary(item, ctx, vocab_f: int) -> Outcome | None:
+    """Megatron's vocabulary comes from the tokenizer, padded to a multiple of
+    --make-vocab-size-divisible-by × TP: decided when MindFormers' size is no such multiple."""
+    divisor = ctx.megatron.value("model.make_vocab_size_divisible_by")
+    tensor = ctx.megatron.value("parallel.tensor")
+    if not divisor or not tensor:
+        return None
+    multiple = divisor * tensor
+    if vocab_f % multiple:
+        return fail(item, f"Megatron pads the tokenizer's vocabulary to a multiple of {multiple} "
+                          f"(--make-vocab-size-divisible-by {divisor} × TP {tensor}); MindFormers {vocab_f} is not one")
+    sizes = f"exactly {vocab_f}" if multiple == 1 else f"{vocab_f - multiple + 1}..{vocab_f}"
+    return Outcome(MANUAL, f"Megatron pads the tokenizer's vocabulary to a multiple of {multiple} "
+                           f"(--make-vocab-size-divisible-by {divisor} × TP {tensor}): it equals MindFormers' {vocab_f} "
+                           f"when the tokenizer given to --tokenizer-model has {sizes} tokens; check its size")
 
 
 def _dropless(value) -> bool:
@@ -124,4 +143,101 @@ def special_tokens(item, ctx, megatron, mindformers):
         named = ", ".join(f"{v.key.rsplit('.', 1)[-1]}={fmt(v.value)}" for v in mindformers if v.known)
         return Outcome(MANUAL, f"Megatron takes bos/eos/pad from its tokenizer: check the tokenizer given to "
                                f"--tokenizer-model (tokenizer_config.json) against MindFormers {named or 'defaults'}")
+    return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def position_table(item, ctx, megatron, mindformers):
+    """max_position_embeddings bounds the RoPE table: informational unless it is below the sequence length."""
+    if unknown := unknown_outcome(megatron, mindformers):
+        return unknown
+    short = [f"{label} {fmt(value.value)} < seq_length {fmt(config.value('model.seq_length'))}"
+             for label, value, config in (("Megatron", megatron[0], ctx.megatron), ("MindFormers", mindformers[0], ctx.mindformers))
+             if config.value("model.seq_length") and value.value < config.value("model.seq_length")]
+    if short:
+        return fail(item, "; ".join(short) + ": the position table does not cover the sequence")
+    if not same(megatron[0].value, mindformers[0].value):
+        return Outcome(PASS, f"{pair_text(megatron, mindformers)}: informational, it only bounds the RoPE table "
+                             "(both cover the sequence length)")
+    return Outcome(PASS, f"both {fmt(megatron[0].value)} (informational)")
+
+
+@rule
+def bias_add(item, ctx, megatron, mindformers):
+    """Keys: the bias-add dtype, then the switches that create biases; not applicable without biases."""
+    switches = megatron[1:] + mindformers[1:]
+    if all(value.known and not value.value for value in switches):
+        return Outcome(PASS, "not applicable: no linear or q/k/v biases on either side")
+    return equal(item, ctx, megatron[:1], mindformers[:1])
+
+
+@rule
+def token_drop(item, ctx, megatron, mindformers):
+    """Which tokens drop, and padding to capacity, matter only where tokens can drop."""
+    cf_m, cf_f = ctx.megatron.value("moe.capacity_factor"), ctx.mindformers.value("moe.capacity_factor")
+    if ctx.megatron["moe.capacity_factor"].known and ctx.mindformers["moe.capacity_factor"].known \
+            and _dropless(cf_m) and _dropless(cf_f):
+        return Outcome(PASS, "not applicable: dropless on both sides (no capacity, no padding)")
+    return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def min_lr(item, ctx, megatron, mindformers):
+    """The decay's end: unused by a schedule that never decays (Megatron constant, MindFormers ConstantWarmUpLR)."""
+    constant = [label for label, config in (("Megatron", ctx.megatron), ("MindFormers", ctx.mindformers))
+                if config.value("lr.decay_style") == "constant"]
+    if constant:
+        return Outcome(PASS, f"not applicable: {' and '.join(constant)} never decay{'s' if len(constant) == 1 else ''} "
+                             f"(constant schedule), so the minimum lr is unused ({pair_text(megatron, mindformers)}); "
+                             "the decay style item compares the schedules")
+    return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def topkrouter_dispatch(item, ctx, megatron, mindformers):
+    """Legacy MindFormers' TopKRouter dispatch op: recommended on where tokens can drop."""
+    if ctx.mindformers.generation != "legacy":
+        return Outcome(PASS, "not applicable: mcore-style MindFormers dispatches like Megatron")
+    if _dropless(ctx.mindformers.value("moe.capacity_factor", -1)):
+        return Outcome(PASS, "not applicable: MindFormers is dropless (no capacity dispatch)")
+    if unknown := unknown_outcome([], mindformers):
+        return unknown
+    if mindformers[0].value:
+        return Outcome(PASS, "use_fused_ops_topkrouter: True (the guide's setting)")
+    return fail(item, "MindFormers use_fused_ops_topkrouter: False; set moe_config.use_fused_ops_topkrouter: True "
+                      "(with enable_sdrop: True) as the alignment guide recommends")
+
+
+@rule
+def decoupled_lr(item, ctx, megatron, mindformers):
+    """Megatron's decoupled lr needs a MindFormers grouped lr schedule; values cannot be compared directly."""
+    decoupled, grouped = megatron[0].value, mindformers[0].value
+    if decoupled is None and grouped is None:
+        return Outcome(PASS, "one learning rate for every parameter on both sides")
+    if decoupled is None:
+        return fail(item, "MindFormers sets a grouped_lr_schedule, Megatron has no --decoupled-lr")
+    if grouped is None:
+        return fail(item, f"Megatron --decoupled-lr {fmt(decoupled)} gives the embedding and output layer their own lr; "
+                          "MindFormers has no grouped_lr_schedule")
+    return Outcome(MANUAL, f"Megatron --decoupled-lr {fmt(decoupled)}: check that MindFormers' grouped_lr_schedule gives "
+                           "exactly the embedding and output layer that schedule")
+
+
+@rule
+def mtp(item, ctx, megatron, mindformers):
+    """MTP depth must agree; its loss factor matters only where MTP layers exist."""
+    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
+        return unknown
+    if not megatron[0].value and not mindformers[0].value:
+        return Outcome(PASS, "no multi-token prediction on either side")
+    return equal(item, ctx, megatron, mindformers)
+
+
+@rule
+def mla(item, ctx, megatron, mindformers):
+    """MLA dimensions matter only where multi-latent attention is on."""
+    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
+        return unknown
+    if not megatron[0].value and not mindformers[0].value:
+        return Outcome(PASS, "no multi-latent attention on either side")
     return equal(item, ctx, megatron, mindformers)

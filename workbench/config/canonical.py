@@ -29,6 +29,7 @@ class RawValue:
     value: Any
     origin: str                    # e.g. "--lr (pretrain.sh:47)" or "optimizer.beta2 (x.yaml:12)"
     unresolved: str | None = None  # the shell variable that could not be resolved
+    kind: str = "set"              # "default" / "fixed": supplied by the model class, not written in the file
 
 
 @dataclass

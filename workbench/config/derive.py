@@ -114,6 +114,8 @@ def megatron_compute_dtype(r: Resolver) -> Derived | Unknown:
 
 @derivation
 def megatron_grad_reduce_dtype(r: Resolver) -> Derived | Unknown:
+    if r.arg("grad_reduce_in_bf16", "bool", False):  # core_v0.12.1 arguments.py:591 (wins over fp32 accumulation)
+        return Derived("bf16", r.origin("grad_reduce_in_bf16"), "set")
     if r.arg("accumulate_allreduce_grads_in_fp32", "bool", False):
         return Derived("fp32", r.origin("accumulate_allreduce_grads_in_fp32"), "set")
     compute = r.value("precision.compute_dtype")
@@ -257,4 +259,4 @@ def megatron_warmup_fraction(r: Resolver) -> Derived | Unknown:
     return warmup_over(r, "lr.decay_steps", "decay steps", "--lr-warmup-fraction or --lr-warmup-iters with --train-iters")
 
 
-from . import derive_mindformers  # noqa: E402,F401  (registers the MindFormers derivations)
+from . import derive_megatron_kernels, derive_mindformers, derive_mindformers_moe  # noqa: E402,F401  (register more derivations)

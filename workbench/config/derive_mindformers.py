@@ -41,8 +41,10 @@ def mindformers_legacy_shared_expert_size(r: Resolver) -> Derived | Unknown:
     count = r.arg("moe_config.shared_expert_num", "int", 0)
     if not count:
         return Derived(0, "default: moe_config.shared_expert_num 0", "default")
-    size = r.arg("moe_config.moe_intermediate_size", "int", 1407)
-    return Derived(count * size, f"shared_expert_num {count} × moe_intermediate_size {size}")
+    expert = r.key("moe.expert_ffn_size")   # llama_layer.py:811 int(intermediate_size × shared_expert_num)
+    if not expert.known:
+        return Unknown(expert.settle)
+    return Derived(count * expert.value, f"shared_expert_num {count} × expert FFN size {expert.value}")
 
 
 @derivation

@@ -13,6 +13,7 @@ from ..errors import InputError, location
 from ..input_files import expect
 from ..yamlio import YamlDoc, parse_yaml, read_text
 from .canonical import RawConfig, RawValue
+from .model_class import apply_model_class
 from .registry import container_paths, load_framework
 
 _MEGATRON_HINTS = ("language_model", "model_parallel", "num_layers", "tensor_model_parallel_size", "num-layers")
@@ -32,6 +33,8 @@ def read_mindformers(path: Path | str) -> RawConfig:
     _check_containers(doc)
     raw = RawConfig("mindformers", f"mindformers-{generation}", path, generation=generation)
     _flatten(doc, doc.data, "", raw.values)
+    if generation == "mcore":
+        apply_model_class(raw)
     arch = doc.get("model.arch.type", None)
     known = load_framework("mindformers").get("legacy_architectures", [])
     if generation == "legacy" and arch and arch not in known:

@@ -116,12 +116,13 @@ class Resolver:
         side = spec.side(self.framework, self.raw.generation)
         if side is None:
             return CanonicalValue(key, None, "unknown", "", f"not available in {self.framework}")
-        if side.fixed is not MISSING:
-            return CanonicalValue(key, convert(side.fixed, spec.type, "keys.yaml"), "fixed", f"fixed: {side.why}")
-        for source in side.sources:
+        for source in side.sources:  # a stated value wins over a fixed fact (another model class may read it)
             raw = self.raw.lookup(source.name)
             if raw is not None:
                 return self._from_raw(key, spec.type, side, source, raw)
+        if side.fixed is not MISSING:
+            per_generation = spec.mindformers.get("legacy") is not spec.mindformers.get("mcore")
+            return self._fixed(key, spec.type, side, model_fact=per_generation)
         if side.derive is not None:
             try:
                 result = self._derive(side.derive)
@@ -156,13 +157,29 @@ class Resolver:
         value = convert(value, kind, raw.origin)
         if source.negate:
             value = not value
-        return CanonicalValue(key, value, "set", raw.origin)
+        return CanonicalValue(key, value, raw.kind, raw.origin)
+
+    def _fixed(self, key: str, kind: str, side: SideSpec, model_fact: bool) -> CanonicalValue:
+        """A fact fixed by the implementation; legacy MindFormers model facts (keys.yaml `legacy:` sides)
+        hold only for the model classes listed in frameworks/mindformers.yaml (legacy_architectures)."""
+        legacy_model = model_fact and self.framework == "mindformers" and self.raw.generation == "legacy"
+        arch = self.raw.lookup("model.arch.type") if legacy_model else None
+        if arch is not None:
+            from .registry import load_framework
+
+            known = load_framework("mindformers").get("legacy_architectures", [])
+            if arch.value not in known:
+                return CanonicalValue(key, None, "unknown", arch.origin,
+                                      f"model.arch.type {arch.value} is not a class this fact is known for "
+                                      f"({side.why}): check {side.how_to_set('mindformers') or 'its model code'}")
+        return CanonicalValue(key, convert(side.fixed, kind, "keys.yaml"), "fixed", f"fixed: {side.why}")
 
     def _default(self, key: str, kind: str, side: SideSpec) -> CanonicalValue:
         default = side.default
         label = f"default ({self.label})"
         if isinstance(default, dict) and "by" in default:
-            selector = self.arg(default["by"])
+            paths = default["by"] if isinstance(default["by"], list) else [default["by"]]
+            selector = next((self.arg(path) for path in paths if self.arg(path) is not None), None)
             values = default.get("values", {})
             found, chosen = map_value(selector, values) if selector is not None else (False, None)
             default = chosen if found else default.get("otherwise")

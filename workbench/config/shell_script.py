@@ -6,8 +6,9 @@ expansion, bash arrays (``ARGS=( ... )``, ``ARGS+=( ... )``, ``${ARGS[@]}``) and
 splitting, so a flag that reaches the training script through ``GPT_ARGS="..."`` still
 points at the line inside that definition. What cannot be known statically (``$1``,
 environment variables the script does not set, ``$(cmd)``) stays visible as a token whose
-``unresolved`` names it. Assignments inside ``if``/``for``/``while``/``case``/functions/
-subshells are not applied and are reported in ``notes``.
+``unresolved`` names it. Assignments inside ``for``/``while``/``case``/functions/
+subshells are not applied and are reported in ``notes``; an ``if`` whose condition the script's
+constants decide is evaluated (:mod:`.shell_if`).
 
 One deliberate departure from bash: a variable whose value is plain words separated by
 spaces (``TOKENIZER_MODEL="your tokenizer path"``, the placeholders of example scripts) is
@@ -27,6 +28,7 @@ from workbench import input_files
 from workbench.errors import InputError, location
 
 from .shell_expand import Expander
+from .shell_if import IfBlock, evaluate_test
 from .shell_lexer import Lexer, Token, is_assignment, plain_word
 
 __all__ = ["LaunchCommand", "SCRIPT_LIMIT", "Token", "parse_launch_script"]
@@ -68,6 +70,7 @@ class _Shell(Expander):
     def __init__(self, path: Path, positional: Sequence[str], environ: Mapping[str, str] | None):
         super().__init__(path, positional, environ)
         self.pending_func = False
+        self.separator: str | None = None
         self.launches: list[LaunchCommand] = []
 
     def run(self, tokens: list[tuple]) -> None:
@@ -82,6 +85,7 @@ class _Shell(Expander):
                     and plain_word(cmd[-1]) not in _KEYWORDS:
                 self.pending_func, cmd = True, []    # name() { ... }
             else:
+                self.separator = val                 # `if A || B`: A alone does not decide the condition
                 self._command(cmd)
                 if val == "(" and not cmd:
                     self.stack.append("subshell")
@@ -93,7 +97,19 @@ class _Shell(Expander):
         """Track the block keywords leading a command; the words after them, or None if done."""
         while words:
             kw = plain_word(words[0])
-            if kw in ("if", "while", "until"):
+            if kw == "if":
+                self.stack.append(IfBlock())
+                self._if().condition(self._condition(words[1:]))
+                return None
+            if kw == "elif" and self._if() is not None:
+                self._if().next_branch()
+                self._if().condition(self._condition(words[1:]))
+                return None
+            if kw == "else" and self._if() is not None:
+                self._if().otherwise()
+            elif kw == "fi" and self._if() is not None:
+                self._end_if(words[0][2])
+            elif kw in ("while", "until"):
                 self.stack.append(kw)
             elif kw in ("for", "select", "case"):
                 self.stack.append(kw)
@@ -109,6 +125,40 @@ class _Shell(Expander):
                 break
             words = words[1:]
         return words
+
+    # -- if statements ------------------------------------------------------------------
+    def _if(self):
+        top = self.stack[-1] if self.stack else None
+        return top.state if isinstance(top, IfBlock) else None
+
+    def _condition(self, words: list[tuple]) -> bool | None:
+        fields = [f for w in words if w[0] == "word" for f in self.fields(w)]
+        if self.separator in ("&&", "||", "|", "|&") or any(f.unresolved() for f in fields):
+            return None
+        return evaluate_test([f.text for f in fields])
+
+    def _end_if(self, line: int) -> None:
+        state = self.stack.pop().state
+        for word in state.common_assignments():
+            self.note(line, f"{_assigned(word)} is set the same in every branch of an undecided `if`: applied")
+            self.assign(word)
+
+    def _block(self) -> str | None:
+        for block in reversed(self.stack):
+            if block == "group" or isinstance(block, IfBlock) and block.state.active is True:
+                continue
+            if isinstance(block, IfBlock):
+                return "if" if block.state.active is None else "if (branch not taken)"
+            return block
+        return None
+
+    def assign(self, word: tuple) -> None:
+        undecided = next((b for b in reversed(self.stack) if b != "group" and not
+                          (isinstance(b, IfBlock) and b.state.active is True)), None)
+        if isinstance(undecided, IfBlock) and undecided.state.active is None:
+            key = tuple(f.text for part in _assigned_words(word) for f in self.fields(part))
+            undecided.state.branches[-1][_assigned(word)] = (key, word)
+        super().assign(word)
 
     def _command(self, words: list[tuple]) -> None:
         words = self._keywords(words)
@@ -130,7 +180,7 @@ class _Shell(Expander):
                 self.vars.pop(plain_word(w) or "", None)
         elif kw in ("source", "."):
             self.note(words[0][2], f"`{kw} ...` not followed: variables it sets stay unresolved")
-        elif words:
+        elif words and self._block() != "if (branch not taken)":
             self._launch(words)
 
     def _launch(self, words: list[tuple]) -> None:
@@ -156,6 +206,19 @@ class _Shell(Expander):
                 launcher, rest, s = f"python -m {rest[m + 1].text}", rest[:m] + rest[m + 2:], s - 2
         self.launches.append(LaunchCommand(self.path, words[0][2], launcher, rest[:s],
                                            rest[s].text, rest[s + 1:], []))
+
+
+def _assigned(word: tuple) -> str:
+    """``NAME=`` / ``NAME+=`` of an assignment word or array assignment."""
+    if word[0] == "array":
+        return f"{word[1][0]}{'+=' if word[1][1] else '='}"
+    text = word[1][0][2].text
+    return text[:text.index("=") + 1]
+
+
+def _assigned_words(word: tuple) -> list[tuple]:
+    """The words whose expansion is the assigned value (the elements of an array assignment)."""
+    return list(word[1][2]) if word[0] == "array" else [word]
 
 
 def _rank(cmd: LaunchCommand) -> int:
