@@ -224,20 +224,11 @@ def decoupled_lr(item, ctx, megatron, mindformers):
 
 
 @rule
-def mtp(item, ctx, megatron, mindformers):
-    """MTP depth must agree; its loss factor matters only where MTP layers exist."""
+def equal_where_used(item, ctx, megatron, mindformers):
+    """Values that matter only where a feature is on (its first key: MTP depth, MLA's q LoRA rank): PASS
+    when neither side uses it, else equal. ``params.feature`` names it in the verdict."""
     if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
         return unknown
     if not megatron[0].value and not mindformers[0].value:
-        return Outcome(PASS, "no multi-token prediction on either side")
-    return equal(item, ctx, megatron, mindformers)
-
-
-@rule
-def mla(item, ctx, megatron, mindformers):
-    """MLA dimensions matter only where multi-latent attention is on."""
-    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
-        return unknown
-    if not megatron[0].value and not mindformers[0].value:
-        return Outcome(PASS, "no multi-latent attention on either side")
+        return Outcome(PASS, f"no {item.params.get('feature', item.title.lower())} on either side")
     return equal(item, ctx, megatron, mindformers)
