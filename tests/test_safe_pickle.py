@@ -12,7 +12,7 @@ import pytest
 from workbench.cli.main import main
 from workbench.config.megatron_checkpoint import read_checkpoint_args
 from workbench.errors import InputError
-from workbench.safe_pickle import SafeUnpickler, load, read_limited
+from workbench.safe_pickle import SafeUnpickler, read_limited, unpickle_allowed
 
 DCP_FILESYSTEM = "torch.distributed.checkpoint.filesystem"       # imports os: reachable as "os.system"
 
@@ -95,13 +95,13 @@ def test_reader_classes_of_an_allowed_module_are_not_allowed(tmp_path, capsys):
 def test_a_listed_class_must_be_a_class():
     with pytest.raises(InputError, match=r"x\.pkl: refusing to unpickle global os\.system: allowed as a class, "
                                          r"but it is a builtin_function_or_method"):
-        load(global_call("os", "system", "true"), SafeUnpickler, "x.pkl", "fix", classes={("os", "system")})
+        unpickle_allowed(global_call("os", "system", "true"), SafeUnpickler, "x.pkl", "fix", classes={("os", "system")})
 
 
 def test_a_listed_callable_is_returned_and_a_stand_in_is_never_imported():
-    value = load(global_call("builtins", "len", "abc"), SafeUnpickler, "x.pkl", "fix", callables={("builtins", "len")})
+    value = unpickle_allowed(global_call("builtins", "len", "abc"), SafeUnpickler, "x.pkl", "fix", callables={("builtins", "len")})
     assert value == 3
-    value = load(global_call("os", "system", "true"), SafeUnpickler, "x.pkl", "fix",
+    value = unpickle_allowed(global_call("os", "system", "true"), SafeUnpickler, "x.pkl", "fix",
                  stand_ins={("os", "system"): lambda command: f"stand-in got {command}"})
     assert value == "stand-in got true"
 
@@ -116,19 +116,19 @@ def test_build_cannot_set_attributes_on_an_allowed_class():
                + pickle.EMPTY_DICT + text("attribute") + text("set") + pickle.SETITEM + pickle.TUPLE2
                + pickle.BUILD + pickle.STOP)
     with pytest.raises(InputError, match=r"refusing to unpickle BUILD on Target: state can only be set on instances"):
-        load(payload, SafeUnpickler, "x.pkl", "fix", classes={(__name__, "Target")})
+        unpickle_allowed(payload, SafeUnpickler, "x.pkl", "fix", classes={(__name__, "Target")})
     assert not hasattr(Target, "attribute")
     # the same state on an instance is fine
     instance = pickle.PROTO + b"\x02" + pickle.GLOBAL + f"{__name__}\nTarget\n".encode() + pickle.EMPTY_TUPLE \
         + pickle.NEWOBJ + pickle.EMPTY_DICT + text("attribute") + text("set") + pickle.SETITEM + pickle.BUILD \
         + pickle.STOP
-    assert load(instance, SafeUnpickler, "x.pkl", "fix", classes={(__name__, "Target")}).attribute == "set"
+    assert unpickle_allowed(instance, SafeUnpickler, "x.pkl", "fix", classes={(__name__, "Target")}).attribute == "set"
 
 
 def test_malformed_pickles_are_one_error_naming_the_file():
     for payload in (b"", b"\x80\x04\xff", pickle.PROTO + b"\x04" + pickle.BINBYTES8 + struct.pack("<Q", 1 << 40)):
         with pytest.raises(InputError, match=r"^x\.pkl: not a readable pickle \(.*\) \(fix\)$"):
-            load(payload, SafeUnpickler, "x.pkl", "fix")
+            unpickle_allowed(payload, SafeUnpickler, "x.pkl", "fix")
 
 
 def test_read_limited_refuses_more_than_the_limit():
@@ -190,3 +190,18 @@ def test_weights_only_refusal_names_the_global_not_the_workaround(tmp_path, caps
     message = err.replace(str(tmp_path), "")
     assert "weights_only" not in message and "False" not in message
     assert not (tmp_path / "MARKER").exists()
+
+
+@pytest.mark.parametrize("unpickler", ["torch_dist", "checkpoint_args"])
+@pytest.mark.parametrize("build", [global_call, stack_global_call])
+def test_every_project_unpickler_refuses_a_plain_os_system_payload(tmp_path, unpickler, build):
+    """The two unpicklers the readers use, fed `os.system("touch MARKER")` by GLOBAL and by STACK_GLOBAL:
+    refused by name, nothing runs."""
+    from workbench.config.megatron_checkpoint import _Unpickler
+    from workbench.tensors.torch_dist import _MetadataUnpickler
+
+    marker = tmp_path / "MARKER"
+    cls = {"torch_dist": _MetadataUnpickler, "checkpoint_args": _Unpickler}[unpickler]
+    with pytest.raises(InputError, match=r"refusing to unpickle global (os|posix)\.system: not on the allow-list"):
+        unpickle_allowed(build("os", "system", f"touch {marker}"), cls, "x.pkl", "fix")
+    assert not marker.exists()

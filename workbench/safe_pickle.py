@@ -122,7 +122,7 @@ def zip_member(archive: zipfile.ZipFile, name: str, where: str, limit: int = PIC
         return read_limited(handle, where, limit, declared=info.file_size)
 
 
-def load(data: bytes, unpickler: SafeUnpickler | type, where: str, fix: str, **kwargs: Any) -> Any:
+def unpickle_allowed(data: bytes, unpickler: SafeUnpickler | type, where: str, fix: str, **kwargs: Any) -> Any:
     """Unpickle ``data`` with ``unpickler`` (a SafeUnpickler subclass); any failure is one InputError."""
     try:
         return unpickler(io.BytesIO(data), where, **kwargs).load()

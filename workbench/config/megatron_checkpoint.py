@@ -277,7 +277,7 @@ def read_checkpoint_args(path: Path | str) -> dict[str, object]:
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as error:
         raise InputError(where, f"damaged zip archive ({type(error).__name__}: {error})",
                          "pass the training log or launch script instead") from None
-    state = safe_pickle.load(data, _Unpickler, where, "pass the training log or launch script instead")
+    state = safe_pickle.unpickle_allowed(data, _Unpickler, where, "pass the training log or launch script instead")
     args = state.get("args") if isinstance(state, dict) else None
     if isinstance(args, _Namespace):
         args = args.state

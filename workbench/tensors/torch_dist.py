@@ -105,7 +105,7 @@ def _load_metadata(folder: Path) -> Any:
             data = read_limited(handle, str(path))
     except OSError as error:
         raise InputError(str(path), f"cannot be read ({error.strerror or error})", "check its permissions") from None
-    metadata = safe_pickle.load(data, _MetadataUnpickler, str(path), _FIX)
+    metadata = safe_pickle.unpickle_allowed(data, _MetadataUnpickler, str(path), _FIX)
     if not hasattr(metadata, "state_dict_metadata") or not hasattr(metadata, "storage_data"):
         raise InputError(str(path), f"holds a {type(metadata).__name__}, not torch.distributed.checkpoint Metadata",
                          _FIX)
