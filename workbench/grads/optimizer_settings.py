@@ -24,10 +24,8 @@ from pathlib import Path
 from ..errors import InputError
 
 ADAMW, ADAM_WEIGHT_DECAY = "adamw", "adam_weight_decay"
-# MindFormers optimizer.type -> the update rule it applies (types outside this table are refused).
-MINDFORMERS_TYPES = {"AdamW": ADAMW, "PmaAdamW": ADAMW, "FusedAdamW": ADAMW,
-                     "AdamWeightDecay": ADAM_WEIGHT_DECAY, "FP32StateAdamWeightDecay": ADAM_WEIGHT_DECAY,
-                     "FusedAdamWeightDecay": ADAM_WEIGHT_DECAY}
+# Which MindFormers optimizer.type is Adam, and with or without bias correction, is the CheckList's knowledge
+# (checklists/keys.yaml optimizer.algorithm / optimizer.bias_correction): read through the canonical config.
 RULE_NAMES = {ADAMW: "AdamW (bias correction)", ADAM_WEIGHT_DECAY: "AdamWeightDecay (no bias correction)"}
 
 
@@ -83,15 +81,17 @@ def mindformers_settings(path: Path | str, update: int) -> OptimizerSettings:
     config = resolve(raw)
     type_item = raw.lookup("optimizer.type")
     type_name = str(type_item.value) if type_item is not None else ""
-    if type_name not in MINDFORMERS_TYPES:
+    if config.value("optimizer.algorithm") != "adam" or config.value("optimizer.bias_correction") is None:
         raise InputError(f"{path}: optimizer.type", f"{type_name or 'no optimizer.type'} is not an Adam-family "
-                         "optimizer optim-check can apply", f"expected one of {', '.join(MINDFORMERS_TYPES)}")
+                         "optimizer optim-check can apply", "use an Adam type such as AdamW or AdamWeightDecay (the types "
+                         "checklists/keys.yaml optimizer.bias_correction knows)")
+    rule = ADAMW if config.value("optimizer.bias_correction") else ADAM_WEIGHT_DECAY
     items = {key: _known(config, key, path) for key in ("optimizer.beta1", "optimizer.beta2", "optimizer.eps",
                                                           "optimizer.weight_decay", "optimizer.clip_grad")}
     lr, lr_source = _mindformers_lr(raw, config, path, update)
     clip = float(items["optimizer.clip_grad"].value) or None
     return OptimizerSettings(
-        MINDFORMERS_TYPES[type_name], type_name, lr, float(items["optimizer.beta1"].value),
+        rule, type_name, lr, float(items["optimizer.beta1"].value),
         float(items["optimizer.beta2"].value), float(items["optimizer.eps"].value),
         float(items["optimizer.weight_decay"].value), clip,
         sources={**{key.split(".")[-1]: item.source for key, item in items.items()}, "lr": lr_source,
