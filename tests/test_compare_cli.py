@@ -82,8 +82,17 @@ def test_bad_arguments_and_parts_are_one_line(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "workbench.loss/1"}')
     assert "bad.json" in one_line(capsys, "merge", str(bad)) and "schema" in one_line(capsys, "merge", str(bad))
-    bad.write_text('{"schema": "workbench.compare/1", "tables": {"pairs": [')
-    assert "bad.json" in one_line(capsys, "merge", str(bad))
+    for text, words in (('{"schema": "workbench.compare/1", "tables": {"pairs": [', "bad.json"),          # truncated
+                        ('{"schema": "workbench.compare/1", "tables": {"pairs": 3, "unmatched": []}, "facts": {}, '
+                         '"sources": {}}', "tables.pairs"),                                            # wrong type
+                        ('{"schema": "workbench.compare/1", "tables": {"pairs": [1], "unmatched": []}, '
+                         '"facts": {}, "sources": {}}', "not objects"),                                # rows not objects
+                        ("[" * 100_000, "bad.json")):                                                  # deep nesting
+        bad.write_text(text)
+        assert words in one_line(capsys, "merge", str(bad))
+    bad.write_bytes(b'{"schema": "workbench.compare/1\xff"}')                                          # non-UTF-8
+    line = one_line(capsys, "merge", str(bad))
+    assert "bad.json" in line and "schema" not in line                  # refused as text, not as a wrong schema
 
 
 def test_logits_through_the_command_name_the_first_failing_token(capsys, tmp_path):

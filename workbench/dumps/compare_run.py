@@ -62,14 +62,11 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
 def _unit_sources(path: Path | str, side: str, options: CompareOptions) -> dict:
     """(step, rank) -> what a job reads: the rank folder of an msprobe dump, else that unit's rows."""
     from .formats import load_dump_formats
-    from .open_dump import open_dump
+    from .open_dump import is_msprobe_folder, open_dump
     from .readers_msprobe import msprobe_units
 
     path, fmt = Path(path), load_dump_formats()
-    msprobe = path.is_dir() and ((path / fmt.msprobe["dump_file"]).is_file() or any(
-        fmt.msprobe["step_folder"].match(p.name) or fmt.msprobe["rank_folder"].match(p.name)
-        for p in path.iterdir() if p.is_dir()))
-    if msprobe:
+    if is_msprobe_folder(path, fmt):
         found = {(step, rank): folder for step, rank, folder in msprobe_units(path, fmt)}
     else:
         table = open_dump(path, side)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .schema import records
+from .schema import row_dicts
 
 STATUS_RANK = {"pass": 0, "warning": 1, "error": 2}
 
@@ -28,7 +28,7 @@ class Node:
 
 def build_tree(evaluated, model: str = "model") -> Node:
     root = Node(model)
-    for row in records(evaluated):
+    for row in row_dicts(evaluated):
         layer = row.get("layer")
         path = ["(no layer)" if layer is None or layer != layer else f"layer {int(layer)}",
                 row.get("logical_module") or row.get("a_module_path") or "(no module)",

@@ -55,11 +55,16 @@ def _sniff(path: Path, size: int = 256) -> str:
         return ""
 
 
-def _open_folder(folder: Path, side: str, fmt: DumpFormats):
+def is_msprobe_folder(folder: Path, fmt: DumpFormats) -> bool:
+    """An msprobe dump root, step folder or rank folder (``dump.json`` here, or step*/rank*/proc* below)."""
     m = fmt.msprobe
+    return folder.is_dir() and ((folder / m["dump_file"]).is_file() or any(
+        m["step_folder"].match(p.name) or m["rank_folder"].match(p.name) for p in subfolders(folder)))
+
+
+def _open_folder(folder: Path, side: str, fmt: DumpFormats):
     children = subfolders(folder)
-    if (folder / m["dump_file"]).is_file() or any(
-            m["step_folder"].match(p.name) or m["rank_folder"].match(p.name) for p in children):
+    if is_msprobe_folder(folder, fmt):
         return read_msprobe(folder, side, fmt)
     if _RANK.match(folder.name) or any(_RANK.match(p.name) for p in children):
         units = iteration_folders(folder, fmt)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from .match_calls import STATS
-from .schema import records
+from .schema import row_dicts
 
 RTOL = {"float64": 1e-7, "float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2, "float8": 1.5e-1}
 """Default tolerance per dtype: a few units of the format's rounding (2^-24, 2^-11, 2^-8, 2^-4) grown by the
@@ -61,7 +61,7 @@ def evaluate(pairs, noise: dict | None = None):
     """``pairs`` with rel_<stat>, worst_rel, tolerance, noise, note and status (pass | warning | error).
     ``noise``: (rank, step, A row name) -> observed run-to-run relative spread (:func:`noise_spread`)."""
     frame = pairs.copy()
-    rows = records(frame)
+    rows = row_dicts(frame)
     columns: dict[str, list] = {f"rel_{s}": [] for s in STATS}
     for key in ("worst_rel", "tolerance", "noise", "note", "status"):
         columns[key] = []
@@ -105,7 +105,7 @@ def noise_spread(reference, rerun) -> dict:
     keys = ["rank", "step", "name"]
     merged = reference.merge(rerun, on=keys, suffixes=("_a", "_b"))
     spread = {}
-    for row in records(merged):
+    for row in row_dicts(merged):
         view = {f"a_{s}": row[f"{s}_a"] for s in STATS} | {f"b_{s}": row[f"{s}_b"] for s in STATS}
         view["a_numel"] = row["numel_a"]
         finite = [v for v in relative_differences(view).values() if math.isfinite(v)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .schema import records
+from .schema import row_dicts
 
 SUSPECTS = 10
 SUSPECT_COLUMNS = ("step", "rank", "order", "level", "call_a", "call_b", "layer", "logical_module", "module_a",
@@ -21,7 +21,7 @@ SUSPECT_COLUMNS = ("step", "rank", "order", "level", "call_a", "call_b", "layer"
 def diverging_calls(evaluated) -> list[dict]:
     """Every diverging call, in (step, rank, order) order."""
     calls: dict[tuple, dict] = {}
-    for row in records(evaluated):
+    for row in row_dicts(evaluated):
         key = (row["step"], row["rank"], row["call_a"], row["call_b"])
         call = calls.setdefault(key, {"rows": [], "order": row["order"]})
         call["rows"].append(row)
@@ -52,7 +52,7 @@ FLOATS = ("float64", "float32", "bfloat16", "float16", "float8")
 
 def first_precision_change(evaluated) -> dict | None:
     """The earliest matched call with a row whose floating dtypes differ between the sides, or None."""
-    rows = sorted(records(evaluated), key=lambda r: (r["step"], r["rank"], r["order"]))
+    rows = sorted(row_dicts(evaluated), key=lambda r: (r["step"], r["rank"], r["order"]))
     changed = next((r for r in rows if r["a_dtype"] in FLOATS and r["b_dtype"] in FLOATS
                     and r["a_dtype"] != r["b_dtype"]), None)
     if changed is None:
