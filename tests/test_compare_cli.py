@@ -104,5 +104,8 @@ def test_logits_through_the_command_name_the_first_failing_token(capsys, tmp_pat
     candidate[5] = rng.standard_normal(50)                  # token 5 computed wrongly
     np.save(tmp_path / "ref.npy", reference)
     np.save(tmp_path / "cand.npy", candidate)
-    code, document = report(capsys, str(tmp_path / "ref.npy"), str(tmp_path / "cand.npy"), "--logits")
+    plot = tmp_path / "kl.png"
+    code, document = report(capsys, str(tmp_path / "ref.npy"), str(tmp_path / "cand.npy"), "--logits", "--plot", str(plot))
     assert (code, document["schema"], document["facts"]["first_failing_token"]) == (1, "workbench.logits/1", 5)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "--logits" in one_line(capsys, str(tmp_path / "ref.npy"), str(tmp_path / "cand.npy"), "--plot", str(plot))

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=1, help="processes for the (step, rank) units (default 1)")
     parser.add_argument("--part", metavar="i/n", help="compare only the i-th of n shares of the units")
     parser.add_argument("--logits", action="store_true", help="A and B are logits [tokens, vocab] (or folders of per-token .npy)")
-    add_output_arguments(parser)
+    add_output_arguments(parser, plot="with --logits: write the per-token KL figure (png, svg, pdf)")
     parser.set_defaults(run=run)
 
 
@@ -60,8 +60,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("compare", f"expected two dumps A B, found {len(inputs)} paths", "e.g. workbench compare a/ b/")
     if args.logits:
         from ..dumps.logits import compare_logits
+        from ..report.emit import write_figure
 
-        return emit(compare_logits(*inputs), args.format, args.out, args.force)
+        result = compare_logits(*inputs)
+        if args.plot is not None:
+            write_figure(result, result.figures[0].name, args.plot, args.force)
+        return emit(result, args.format, args.out, args.force)
+    if args.plot is not None:
+        raise InputError("--plot", "only the logits comparison draws a figure", "add --logits, or leave --plot out")
     from ..dumps.compare_run import CompareOptions, compare_dumps
 
     options = CompareOptions(arch=args.arch, mapping=args.mapping, noise=args.noise, rank=args.rank, step=args.step,
