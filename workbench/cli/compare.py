@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.emit import emit
     from .outputs import check_outputs
 
+    if args.plot is not None and not args.logits:
+        raise InputError("--plot", "only the logits comparison draws a figure", "add --logits, or leave --plot out")
     check_outputs(args)
     inputs = list(args.inputs)
     if str(inputs[0]) == "merge":
@@ -66,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             write_figure(result, result.figures[0].name, args.plot, args.force)
         return emit(result, args.format, args.out, args.force)
-    if args.plot is not None:
-        raise InputError("--plot", "only the logits comparison draws a figure", "add --logits, or leave --plot out")
+
     from ..dumps.compare_run import CompareOptions, compare_dumps
 
     options = CompareOptions(arch=args.arch, mapping=args.mapping, noise=args.noise, rank=args.rank, step=args.step,
