@@ -118,3 +118,17 @@ def test_operator_table_rejects_a_name_in_two_classes(tmp_path):
         load_operators(path)
     assert "operators.yaml:3" in str(error.value) and "already in class" in str(error.value)
     assert load_operators().op_class("Primitive.matmul.MatMul") == load_operators().op_class("Functional.linear")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("operators:\n  linear: [MatMul]\n", "expected a mapping dtype -> relative tolerance"),
+    ("operators:\n  linear: [MatMul]\ntolerances: {float32: 2, default: 1.0e-4}\n", "float32: expected a relative"),
+    ("operators:\n  linear: [MatMul]\ntolerances: {float32: 1.0e-4}\n", "with a `default`"),
+])
+def test_tolerances_are_validated_at_load(tmp_path, text, words):
+    path = tmp_path / "operators.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        load_operators(path)
+    assert "operators.yaml" in str(error.value) and words in str(error.value)
+    assert load_operators().tolerances["bfloat16"] > load_operators().tolerances["float32"]

@@ -19,7 +19,7 @@ from ..knowledge import knowledge_dir
 from ..yamlio import load_yaml
 
 OPERATORS_FILE = "operators.yaml"
-SECTIONS = ("operators", "parameters", "layout_only")
+SECTIONS = ("operators", "parameters", "layout_only", "tolerances")
 _SPLIT = re.compile(r"[.\-/]")
 _TAIL = re.compile(r"^(op)?\d+$")
 
@@ -41,6 +41,7 @@ class OperatorTable:
     classes: dict[str, str]          # normalised name -> class
     params: dict[str, str]           # normalised parameter name -> class
     layout: frozenset[str]           # normalised names of data-movement operators
+    tolerances: dict[str, float]     # dtype -> default relative tolerance ("default" for the rest)
 
     def op_class(self, op: str) -> str:
         token = normalise(op_token(op))
@@ -75,7 +76,20 @@ def _load(path: str, _mtime: int) -> OperatorTable:
     classes = _classes(doc, "operators")
     params = _classes(doc, "parameters")
     layout = _names(doc, "layout_only", data.get("layout_only", []))
-    return OperatorTable(classes, params, frozenset(normalise(n) for n in layout))
+    return OperatorTable(classes, params, frozenset(normalise(n) for n in layout), _tolerances(doc))
+
+
+def _tolerances(doc) -> dict[str, float]:
+    table = doc.data.get("tolerances")
+    where = location(doc.path, doc.lines.get("tolerances"), "tolerances")
+    if not isinstance(table, dict) or "default" not in table:
+        raise InputError(where, "expected a mapping dtype -> relative tolerance with a `default`",
+                         "e.g. tolerances: {float32: 1.0e-4, default: 1.0e-4}")
+    for dtype, value in table.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1:
+            raise InputError(where, f"{dtype}: expected a relative tolerance between 0 and 1, found {value!r}",
+                             "e.g. float32: 1.0e-4")
+    return {str(dtype): float(value) for dtype, value in table.items()}
 
 
 def _classes(doc, section: str) -> dict[str, str]:

@@ -11,11 +11,6 @@ import math
 from .match_calls import STATS
 from .schema import row_dicts
 
-RTOL = {"float64": 1e-7, "float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2, "float8": 1.5e-1}
-"""Default tolerance per dtype: a few units of the format's rounding (2^-24, 2^-11, 2^-8, 2^-4) grown by the
-reduction-order differences of two frameworks' kernels. A pair takes the LOWER precision of its two dtypes:
-bf16 against fp32 is judged at bf16's tolerance, never an error by itself."""
-DEFAULT_RTOL = 1e-4                  # dtypes without a floating precision (int, bool): exact stats expected
 WARNING_FACTOR = 10.0                # beyond the tolerance but within 10x: warning; past it: error
 NOISE_FACTOR = 2.0                   # a rerun samples the noise once: the tolerance is twice the spread seen
 def normalise_dtype(name) -> str:
@@ -27,8 +22,11 @@ def normalise_dtype(name) -> str:
 
 
 def tolerance(dtype_a, dtype_b) -> float:
-    rtols = [RTOL.get(normalise_dtype(d).split("_")[0], DEFAULT_RTOL) for d in (dtype_a, dtype_b)]
-    return max(rtols)
+    """The lower precision's default tolerance (``converters/operators.yaml`` ``tolerances``)."""
+    from .match_ops import load_operators
+
+    table = load_operators().tolerances
+    return max(table.get(normalise_dtype(d).split("_")[0], table["default"]) for d in (dtype_a, dtype_b))
 
 
 def relative_differences(row: dict) -> dict[str, float]:
@@ -96,7 +94,13 @@ def _status(worst: float, tol: float, note: str) -> str:
 
 def _dtype_note(row: dict) -> str:
     a, b = normalise_dtype(row.get("a_dtype")), normalise_dtype(row.get("b_dtype"))
-    return f"{a} vs {b}: judged at {a if RTOL.get(a, 0) >= RTOL.get(b, 0) else b}'s tolerance" if a != b else ""
+    if a == b:
+        return ""
+    from .match_ops import load_operators
+
+    table = load_operators().tolerances
+    lower = a if table.get(a, 0) >= table.get(b, 0) else b
+    return f"{a} vs {b}: judged at {lower}'s tolerance"
 
 
 def noise_spread(reference, rerun) -> dict:
