@@ -121,9 +121,9 @@ def test_operator_table_rejects_a_name_in_two_classes(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("operators:\n  linear: [MatMul]\n", "expected a mapping dtype -> relative tolerance"),
-    ("operators:\n  linear: [MatMul]\ntolerances: {float32: 2, default: 1.0e-4}\n", "float32: expected a relative"),
-    ("operators:\n  linear: [MatMul]\ntolerances: {float32: 1.0e-4}\n", "with a `default`"),
+    ("operators:\n  linear: [MatMul]\nlayout_only: [reshape]\n", "expected a mapping dtype -> relative tolerance"),
+    ("operators:\n  linear: [MatMul]\nlayout_only: [reshape]\ntolerances: {float32: 2, default: 1.0e-4}\n", "float32: expected a relative"),
+    ("operators:\n  linear: [MatMul]\nlayout_only: [reshape]\ntolerances: {float32: 1.0e-4}\n", "with a `default`"),
 ])
 def test_tolerances_are_validated_at_load(tmp_path, text, words):
     path = tmp_path / "operators.yaml"
