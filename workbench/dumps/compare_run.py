@@ -7,7 +7,7 @@ without a spec that fits, only identical module paths pair, and the report says 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
@@ -23,7 +23,6 @@ class CompareOptions:
     step: int | None = None
     workers: int = 1
     part: str | None = None
-    notes: list = field(default_factory=list, compare=False)
 
 
 def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptions | None = None):
