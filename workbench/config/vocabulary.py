@@ -96,7 +96,8 @@ def _check_links(registry, owners: dict[tuple[str, str], str]) -> None:
             raise InputError(where, f"fallback for spec parameter {alias.name!r}, which no key owns",
                              "give the parameter to one key without fallback: true")
         for ref in spec.aliases.reference:
-            if ref.requires and not registry.keys.get(ref.requires, spec).aliases.reference:
+            required = registry.keys.get(ref.requires)
+            if ref.requires and (required is None or not required.aliases.reference):
                 raise InputError(where, f"requires {ref.requires!r}, which is not a key with a reference field",
                                  "name a canonical key that has a reference alias")
 
@@ -182,42 +183,43 @@ def canonical_to_hf(values: Mapping[str, Any], registry=None) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- reference configs
 
 def reference_sections(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None,
-                       registry=None) -> dict[str, dict[str, Any]]:
-    """Canonical values -> reference fields by section (``model``, ``train``, ``precision``).
+                       registry=None, sections: tuple[str, ...] = ("model", "train", "precision"),
+                       ) -> dict[str, dict[str, Any]]:
+    """Canonical values -> the reference fields of ``sections`` (``model``, ``train``, ``precision``).
 
     A key that is absent from ``values`` raises ``missing(key)`` unless its alias is ``optional`` or has an
-    ``unset`` value;
-    ``requires:`` fields are set only when the required key's field is non-zero."""
+    ``unset`` value; ``requires:`` fields are set only when the required key's field is non-zero."""
     missing = missing or _missing
-    sections: dict[str, dict[str, Any]] = {name: {} for name in _sections()}
+    out: dict[str, dict[str, Any]] = {name: {} for name in _sections()}
     entries = vocabulary(registry).reference
     for deferred in (False, True):            # the fields a `requires:` reads are set first
         for key, aliases in entries:
             for alias in aliases:
-                if bool(alias.requires) != deferred or alias.name not in _fields(_sections()[alias.section]):
+                if (bool(alias.requires) != deferred or alias.section not in sections
+                        or alias.name not in _fields(_sections()[alias.section])):
                     continue
-                if alias.requires and not _field_value(sections, _first(entries, alias.requires)):
+                if alias.requires and not _field_value(out, _first(entries, alias.requires)):
                     continue
                 if key not in values:
                     if alias.optional or alias.unset is not NO_VALUE:   # the field keeps its default / "not given"
                         continue
                     raise missing(key)
-                sections[alias.section][alias.name] = _field_type(alias, _mapped(values[key], alias.value_map))
-    return sections
+                out[alias.section][alias.name] = _field_type(alias, _mapped(values[key], alias.value_map))
+    return out
 
 
 def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
     """The reference ModelConfig of these canonical values (not yet validated)."""
     from ..reference.config import ModelConfig
 
-    return ModelConfig(**reference_sections(values, missing, registry)["model"])
+    return ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
 
 
 def train_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
     """The reference TrainConfig (with its PrecisionConfig) of these canonical values (not yet validated)."""
     from ..reference.config import PrecisionConfig, TrainConfig
 
-    sections = reference_sections(values, missing, registry)
+    sections = reference_sections(values, missing, registry, ("train", "precision"))
     return TrainConfig(**sections["train"], precision=PrecisionConfig(**sections["precision"]))
 
 
