@@ -1,1 +1,2 @@
-"""`workbench demo`: the whole alignment method on CPU with the reference models, clean or with one planted fault."""
+"""The demo of the whole alignment method on the CPU reference models: the fault catalog (:mod:`.catalog`)
+and the planting of its faults on the MindSpore side (:mod:`.faults`)."""
