@@ -53,7 +53,8 @@ def check_weights(plan: Plan) -> StageCheck:
     from ..convert.diff_result import weights_diff_result
 
     a, b = plan.artifacts["megatron_checkpoint"], plan.artifacts["mindformers_checkpoint"]
-    frame = diff_checkpoints(a, b, tolerance=Tolerance())
+    config = plan.artifacts["megatron_config"] if plan.present("megatron_config") else None
+    frame = diff_checkpoints(a, b, config=config, tolerance=Tolerance())
     result = weights_diff_result(frame, a, b, Tolerance())
     return _outcome([result], lambda: _first_value(result.main_table, "status", "match", "name"))
 

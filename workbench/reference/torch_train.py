@@ -165,19 +165,25 @@ class MegatronStyleTrainer:
             for grad in grads.values():
                 grad.mul_(coefficient)
 
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def _apply_update(self, grads: dict[str, torch.Tensor], lr: float) -> None:
         for name, master in self.masters.items():
             master.grad = grads[name]
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self._set_lr(lr)
         self.optimizer.step()
         with torch.no_grad():
             for name, param in self.params.items():
                 if param is not self.masters[name]:
                     param.copy_(self.masters[name])
 
-    def step(self, batch: dict, keep_grads: bool = False) -> StepResult:
-        """One iteration on ``batch`` (numpy ``tokens``, ``labels``, ``loss_mask``)."""
+    def step(self, batch: dict, keep_grads: bool = False, capture: Path | str | None = None) -> StepResult:
+        """One iteration on ``batch`` (numpy ``tokens``, ``labels``, ``loss_mask``); ``capture``: the step store
+        the real capture hook writes this update into (gradients, weights before and after, Adam's state)."""
+        from ..replay.grad_capture import capture_after_step, capture_gradients
+
         start = time.perf_counter()
         lr = self.lr_for_update(self.iteration + 1)
         with single_thread():
@@ -190,8 +196,15 @@ class MegatronStyleTrainer:
             squares = {name: torch.sum(grad * grad) for name, grad in grads.items()}
             norm = torch.sqrt(torch.stack(list(squares.values())).sum())
             kept = {name: grad.detach().clone().numpy() for name, grad in grads.items()} if keep_grads else None
+            if capture is not None:                     # Megatron's hook point: before optimizer.step()
+                self._set_lr(lr)
+                capture_gradients(self.model, capture, self.iteration + 1, self.optimizer, params=True,
+                                  loss_scale=1.0, grad_norm=float(norm))
             self._clip(grads, norm)
             self._apply_update(grads, lr)
+            if capture is not None:
+                capture_after_step(self.model, self.optimizer, capture, self.iteration + 1, grad_norm=float(norm),
+                                   clip_grad=self.config.clip_grad or None)
         self.iteration += 1
         self.consumed_samples += int(np.asarray(batch["tokens"]).shape[0])
         return StepResult(loss=float(loss.detach()), grad_norm=float(norm), lr=lr,
@@ -213,16 +226,14 @@ class MegatronStyleTrainer:
 
     def train(self, steps: int, batches, log_path: Path | str | None = None,
               grads_dir: Path | str | None = None) -> list[StepResult]:
-        """``steps`` iterations over ``batches``; optional Megatron log file and per-step grads."""
+        """``steps`` iterations over ``batches``; optional Megatron log file; ``grads_dir``: every update captured
+        by Megatron's capture hook (gradients, weights before and after, Adam's state)."""
         train_iters = max(self.config.steps, self.iteration + steps)
         results, lines = [], []
         batch_iterator = iter(batches)
         for _ in range(steps):
             batch = next(batch_iterator)
-            result = self.step(batch, keep_grads=grads_dir is not None)
-            if grads_dir is not None:
-                save_grads(grads_dir, self.iteration, result.grads, {"lr": result.lr, "grad_norm": result.grad_norm,
-                                                                     "loss_scale": 1.0, "side": "megatron"})
+            result = self.step(batch, capture=grads_dir)   # the real capture hook (docs/step-store.md)
             lines += self.log_lines(result, train_iters, int(np.asarray(batch["tokens"]).shape[0]))
             results.append(result)
         if log_path is not None:
