@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..temporaries import remove_leftovers
 from ..interrupts import Terminated, exit_code, signals_unwind
 
-SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm", "optim_check", "compare", "reference")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm", "optim_check", "compare", "reference",
+               "demo")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml

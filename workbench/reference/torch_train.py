@@ -179,6 +179,26 @@ class MegatronStyleTrainer:
                 if param is not self.masters[name]:
                     param.copy_(self.masters[name])
 
+    def _forward_backward(self, batch: dict) -> torch.Tensor:
+        """The loss of ``batch``, gradients accumulated. Determinism off (``train.deterministic: False``, a
+        GPU run without Megatron's --deterministic-mode): the samples are forwarded and their gradients
+        accumulated one at a time in a shuffled order, so sums are rounded in another order, as atomics and
+        split reductions do on a GPU (seeded per update: the demo stays reproducible)."""
+        tokens, labels = _as_tensor(batch["tokens"], torch.int64), _as_tensor(batch["labels"], torch.int64)
+        mask = _as_tensor(batch["loss_mask"], torch.float32)
+        if self.config.deterministic:
+            loss = loss_fn(self.model(tokens), labels, mask)
+            loss.backward()
+            return loss.detach()
+        total, loss = torch.sum(mask), torch.zeros(())
+        order = np.random.default_rng((self.config.seed, self.iteration)).permutation(len(tokens))
+        for sample in order.tolist():
+            part = loss_fn(self.model(tokens[sample:sample + 1]), labels[sample:sample + 1],
+                           mask[sample:sample + 1]) * (torch.sum(mask[sample]) / total)
+            part.backward()
+            loss = loss + part.detach()
+        return loss
+
     def step(self, batch: dict, keep_grads: bool = False, capture: Path | str | None = None) -> StepResult:
         """One iteration on ``batch`` (numpy ``tokens``, ``labels``, ``loss_mask``); ``capture``: the step store
         the real capture hook writes this update into (gradients, weights before and after, Adam's state)."""
@@ -188,10 +208,7 @@ class MegatronStyleTrainer:
         lr = self.lr_for_update(self.iteration + 1)
         with single_thread():
             self.model.zero_grad(set_to_none=True)
-            logits = self.model(_as_tensor(batch["tokens"], torch.int64))
-            loss = loss_fn(logits, _as_tensor(batch["labels"], torch.int64), _as_tensor(batch["loss_mask"],
-                                                                                        torch.float32))
-            loss.backward()
+            loss = self._forward_backward(batch)
             grads = self._gradients()
             squares = {name: torch.sum(grad * grad) for name, grad in grads.items()}
             norm = torch.sqrt(torch.stack(list(squares.values())).sum())
