@@ -86,15 +86,15 @@ class ScriptEdit:
         self.replaced[index] = new.rstrip() if not new.strip(" \t\\") else new
         if not self.replaced[index].strip(" \t\\"):
             self.replaced[index] = self.replaced[index].rstrip(" ")
-        old = self.lines[index].strip()
-        self._comment(index, f"{why} (was: {old})" if not text else why)
+        old = self.lines[index].strip().rstrip("\\").strip()
+        self._comment(index, f"{occurrence.flag}: {why} (was: {old})")
 
     def _add(self, text: str, why: str, group: str | None) -> None:
         anchor = self._anchor(group)
         line = self.lines[anchor]
         indent = re.match(r"[ \t]*", line).group(0)
         continued = line.rstrip().endswith("\\")
-        note = f"# workbench: added: {why}"
+        note = f"# workbench: added {text}: {why}"
         if self.states[anchor][1] and not continued:          # inside an array: the comment fits on the line
             self.after.setdefault(anchor, []).append(f"{indent}{text}  {note}")
             return

@@ -38,7 +38,7 @@ class YamlEdit:
     data: Any
     line_of: dict[str, int]
     replaced: dict[int, list[str]] = field(default_factory=dict)
-    added: dict[tuple[int, int], tuple[dict, str]] = field(default_factory=dict)
+    added: dict[tuple[int, int], tuple[dict, dict]] = field(default_factory=dict)   # new keys, why per key
 
     def has(self, dotted: str) -> bool:
         return dotted in self.line_of
@@ -139,7 +139,8 @@ class YamlEdit:
 
     def _pending(self, after: int, indent: int, keys: tuple[str, ...], value: Any, why: str) -> None:
         """New keys under one parent are merged, so two additions never create the parent twice."""
-        tree, _ = self.added.setdefault((after, indent), ({}, why))
+        tree, whys = self.added.setdefault((after, indent), ({}, {}))
+        whys.setdefault(keys[0], why)
         _nest(tree, keys, value)
 
     def _child_indent(self, index: int) -> int:
@@ -183,10 +184,11 @@ def _nest(target: dict, keys: tuple[str, ...], value: Any) -> None:
     target[keys[-1]] = value
 
 
-def _block(mapping: dict, indent: int, why: str | None = None) -> list[str]:
+def _block(mapping: dict, indent: int, why: str | dict | None = None) -> list[str]:
     lines = []
     for key, value in mapping.items():
-        note = f"  # workbench: {why}" if why else ""
+        text = why.get(key) if isinstance(why, dict) else why
+        note = f"  # workbench: {text}" if text else ""
         if isinstance(value, dict) and value:
             lines.append(f"{' ' * indent}{_key(key)}:{note}")
             lines.extend(_block(value, indent + 2))
