@@ -235,4 +235,4 @@ def test_runs_file_mistakes_name_file_and_line(tmp_path, body, key):
     path.write_text(body)
     with pytest.raises(InputError) as error:
         load_runs(path)
-    assert f"align_runs.yaml:" in str(error.value) and key in str(error.value)
+    assert "align_runs.yaml:" in str(error.value) and key in str(error.value)
