@@ -236,3 +236,26 @@ def test_runs_file_mistakes_name_file_and_line(tmp_path, body, key):
     with pytest.raises(InputError) as error:
         load_runs(path)
     assert "align_runs.yaml:" in str(error.value) and key in str(error.value)
+
+
+@pytest.mark.parametrize("name, body", [
+    ("deep.yaml", "a:\n" + "".join("  " * depth + "- \n" for depth in range(1, 2)) + "[" * 5000 + "]" * 5000 + "\n"),
+    ("types.yaml", "model: [1, 2]\noptimizer: 3\n"),
+    ("empty.yaml", ""),
+    ("huge.yaml", "seed: 1\n" + "#" * (70 * 1024 * 1024) + "\n"),
+])
+def test_hostile_mindformers_yaml(tmp_path, capsys, name, body):
+    path = tmp_path / name
+    path.write_text(body)
+    code, err = _run_cli(capsys, "--megatron", str(EXAMPLE_M), "--mindformers", str(path), "--out", str(tmp_path / "o"))
+    assert code == 2 and name in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_script_without_an_argument_list(tmp_path, capsys):
+    script = tmp_path / "one_line.sh"
+    script.write_text("#!/bin/bash\ntorchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                      "--seq-length 32 --lr 1e-3 --train-iters 5 --micro-batch-size 1\n")
+    code, err = _run_cli(capsys, "--megatron", str(script), "--mindformers", str(EXAMPLE_F), "--out", str(tmp_path / "o"))
+    assert code == 2 and "one_line.sh" in err and "several lines" in err
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".o.*"))
