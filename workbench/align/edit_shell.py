@@ -36,7 +36,7 @@ class ScriptEdit:
     occurrences: dict[str, list[_Occurrence]]
     order: list[_Occurrence]
     states: list[tuple[bool, bool]]             # per line: (continues into the next line, in an array)
-    replaced: dict[int, str] = field(default_factory=dict)
+    replaced: dict[int, str | None] = field(default_factory=dict)   # None: the line is dropped
     after: dict[int, list[str]] = field(default_factory=dict)
     above: dict[int, list[str]] = field(default_factory=dict)
     trailing: dict[int, list[str]] = field(default_factory=dict)
@@ -73,7 +73,7 @@ class ScriptEdit:
 
     def _rewrite(self, occurrence: _Occurrence, text: str, why: str) -> None:
         index = occurrence.line - 1
-        line = self.replaced.get(index, self.lines[index])
+        line = self.replaced.get(index, self.lines[index]) or ""
         pattern = re.escape(occurrence.flag) + r"(?=[\s\"'\\]|$)"
         if occurrence.operands:
             pattern += r"(?:=\S+|[ \t]+(?:\"[^\"]*\"|'[^']*'|[^\s\"'\\]+))"
@@ -83,9 +83,12 @@ class ScriptEdit:
         if not count:
             raise InputError(location(self.path, occurrence.line), f"cannot find {occurrence.flag} on this line to edit",
                              "write the flag and its value on one line")
-        self.replaced[index] = new.rstrip() if not new.strip(" \t\\") else new
-        if not self.replaced[index].strip(" \t\\"):
-            self.replaced[index] = self.replaced[index].rstrip(" ")
+        emptied = not new.strip(" \t\\")
+        if emptied and self.lines[index].rstrip().endswith("\\") and not self.states[index][1]:
+            new = None                       # a continued line that held only this flag: dropped whole
+        elif emptied:
+            new = re.match(r"[ \t]*", new).group(0)
+        self.replaced[index] = new
         old = self.lines[index].strip().rstrip("\\").strip()
         self._comment(index, f"{occurrence.flag}: {why} (was: {old})")
 
@@ -94,7 +97,7 @@ class ScriptEdit:
         line = self.lines[anchor]
         indent = re.match(r"[ \t]*", line).group(0)
         continued = line.rstrip().endswith("\\")
-        note = f"# workbench: added {text}: {why}"
+        note = f"# workbench: added: {why}"
         if self.states[anchor][1] and not continued:          # inside an array: the comment fits on the line
             self.after.setdefault(anchor, []).append(f"{indent}{text}  {note}")
             return
@@ -111,12 +114,17 @@ class ScriptEdit:
         for occurrence in candidates:
             if group and occurrence.flag == group:
                 return occurrence.line - 1
-        return candidates[-1].line - 1
+        sizes: dict[int, int] = {}
+        for occurrence in candidates:
+            start = self._statement_start(occurrence.line - 1)
+            sizes[start] = sizes.get(start, 0) + 1
+        largest = max(sizes, key=sizes.get)                  # the main argument list
+        return [o for o in candidates if self._statement_start(o.line - 1) == largest][-1].line - 1
 
     def _comment(self, index: int, why: str, added: str | None = None) -> None:
         note = f"# workbench: {'added ' + added + ': ' if added else ''}{why}"
         continues, in_array = self.states[index]
-        line_text = self.replaced.get(index, self.lines[index])
+        line_text = self.replaced.get(index, self.lines[index]) or ""
         if added is None and in_array and not line_text.rstrip().endswith("\\") and not self._in_string(index):
             self.trailing.setdefault(index, []).append(note)
             return
@@ -142,6 +150,8 @@ class ScriptEdit:
             indent = re.match(r"[ \t]*", self.lines[index]).group(0)
             out.extend(indent + note for note in self.above.get(index, []))
             line = self.replaced.get(index, self.lines[index])
+            if line is None:
+                continue
             notes = self.trailing.get(index)
             if notes and not line.strip():
                 out.append(indent + " ".join(notes))

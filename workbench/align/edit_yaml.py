@@ -62,15 +62,16 @@ class YamlEdit:
             if dotted in self.line_of:
                 self._comment_out(dotted, why)
             return
-        if dotted in self.line_of:
-            self._replace(keys, value, why)
-        elif keys[-1].isdigit() and ".".join(keys[:-1]) in self.line_of:
+        if keys[-1].isdigit() and ".".join(keys[:-1]) in self.line_of:     # a list item: the list rewritten
+
             parent = self.get(".".join(keys[:-1]))
             items = list(parent) if isinstance(parent, list) else []
             if int(keys[-1]) >= len(items):
                 raise InputError(str(self.path), f"{dotted}: the list has {len(items)} items", "write the list whole")
             items[int(keys[-1])] = value
             self._replace(keys[:-1], items, why)
+        elif dotted in self.line_of:
+            self._replace(keys, value, why)
         else:
             self._add(keys, value, why)
 
@@ -154,7 +155,8 @@ class YamlEdit:
         out = []
         for index, line in enumerate(self.lines):
             out.extend(self.replaced.get(index, [line]))
-            for (after, indent), (tree, why) in self.added.items():
+            # deeper blocks first: a child block and its parent's block can end on the same line
+            for (after, indent), (tree, why) in sorted(self.added.items(), key=lambda entry: -entry[0][1]):
                 if after == index:
                     out.extend(_block(tree, indent, why))
         if (-1, 0) in self.added:

@@ -44,6 +44,7 @@ class _Context:
     keep_parallel: bool
     megatron_input: Path
     mindformers_input: Path
+    inputs: dict[str, Any] = field(default_factory=dict)   # side -> the input's TrainingConfig
     seed: int | None = None
 
 
@@ -64,6 +65,7 @@ def prepare(megatron: Path | str, mindformers: Path | str, out: Path | str, *, l
     ctx = _Context(load_runs(), original.megatron.value("runtime.hardware") or "gpu",
                    original.mindformers.value("runtime.hardware") or "ascend", original.mindformers.generation,
                    str(out.resolve()), layers, long_steps, keep_parallel, megatron, mindformers,
+                   {"megatron": original.megatron, "mindformers": original.mindformers},
                    original.megatron.value("other.seed"))
     with Staging(out) as staging:
         root = staging.path
@@ -137,6 +139,7 @@ def _plan_runs(ctx: _Context) -> dict[str, Any]:
             entry[f"{side}_log"] = log_path(side, run.name)
         if "mindformers" in run.sides:
             entry["mindformers_config"] = script_path("mindformers", run.name)
+        entry["settings"] = {key: value for key, value in _settings(ctx, run).items()}
         entry["produces"] = list(run.produces)
         runs[run.name] = entry
     return runs
@@ -219,10 +222,18 @@ def _side_settings(ctx: _Context, settings: dict[str, Any], side: str) -> list[R
             if side not in value:
                 continue
             value = value[side]
+        if value is not None and _reads_as(ctx.inputs[side], key, value):
+            continue                                    # the input already says so (or its default does)
         request = Request(key, value, _why(key, value))
         if _probe(ctx, side, request):
             requests.append(request)
     return requests
+
+
+def _reads_as(config, key: str, value: Any) -> bool:
+    current = config.values.get(key)
+    return (current is not None and current.known and current.value == value
+            and isinstance(current.value, bool) == isinstance(value, bool))
 
 
 def _probe(ctx: _Context, side: str, request: Request) -> bool:

@@ -28,7 +28,7 @@ def edit_megatron(ctx, text: str, run, requests: list[Request], raw: list[tuple[
                 count += 1
     for flag, value, why in raw:
         if _changes(edit, flag, value):
-            edit.set(flag, value, why)
+            edit.set(flag, value, why, "--save")            # output and checkpoint flags sit together
             count += 1
     if header:
         edit.add_header(megatron_header(run.name, run.title, ctx.megatron_input.name, ctx.align_dir, run.capture,
