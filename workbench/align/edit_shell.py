@@ -41,10 +41,19 @@ class ScriptEdit:
     above: dict[int, list[str]] = field(default_factory=dict)
     trailing: dict[int, list[str]] = field(default_factory=dict)
     header: list[str] = field(default_factory=list)
+    launcher: dict[str, list[_Occurrence]] = field(default_factory=dict)   # torchrun's own arguments
 
     # ----------------------------------------------------------------- queries
     def has(self, flag: str) -> bool:
         return bool(self.occurrences.get(flag))
+
+    def set_launcher(self, flags: tuple[str, ...], value, why: str) -> bool:
+        """Change a launcher argument (``--nproc_per_node``) where it is written; False when absent."""
+        found = [o for flag in flags for o in self.launcher.get(flag, [])]
+        for occurrence in found:
+            if not _same(occurrence.value, value):
+                self._rewrite(occurrence, f"{occurrence.flag} {_value_text(value, self.path, occurrence.flag)}", why)
+        return bool(found)
 
     def holds(self, flag: str, value) -> bool:
         """Every occurrence of ``flag`` already carries ``value``."""
@@ -209,7 +218,16 @@ def open_script(path: Path, text: str) -> ScriptEdit:
     from ..config.shell_script import parse_launch_script
 
     command = parse_launch_script(path, text=text)
-    tokens = command.script_args
+    occurrences, order = _index(command.script_args)
+    launcher, _ = _index(command.launcher_args)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return ScriptEdit(path, lines, occurrences, order, line_states(lines), launcher=launcher)
+
+
+def _index(tokens: list) -> tuple[dict[str, list[_Occurrence]], list[_Occurrence]]:
+    """Every ``--flag`` among ``tokens``, with the line it is written on and its value."""
     occurrences: dict[str, list[_Occurrence]] = {}
     order = []
     for position, token in enumerate(tokens):
@@ -226,7 +244,4 @@ def open_script(path: Path, text: str) -> ScriptEdit:
         occurrence = _Occurrence(flag, token.line, min(operands, 1), value)
         occurrences.setdefault(flag, []).append(occurrence)
         order.append(occurrence)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return ScriptEdit(path, lines, occurrences, order, line_states(lines))
+    return occurrences, order

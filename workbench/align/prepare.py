@@ -45,6 +45,7 @@ class _Context:
     megatron_input: Path
     mindformers_input: Path
     inputs: dict[str, Any] = field(default_factory=dict)   # side -> the input's TrainingConfig
+    launcher: dict[str, Any] = field(default_factory=dict)  # torchrun's arguments in the input
     seed: int | None = None
 
 
@@ -66,13 +67,20 @@ def prepare(megatron: Path | str, mindformers: Path | str, out: Path | str, *, l
                    original.mindformers.value("runtime.hardware") or "ascend", original.mindformers.generation,
                    str(out.resolve()), layers, long_steps, keep_parallel, megatron, mindformers,
                    {"megatron": original.megatron, "mindformers": original.mindformers},
-                   original.megatron.value("other.seed"))
+                   _launcher(megatron), original.megatron.value("other.seed"))
     with Staging(out) as staging:
         root = staging.path
         root.mkdir()
         result = _write_all(ctx, root, out)
         staging.publish([root / name for name in result.files])
     return result
+
+
+def _launcher(megatron: Path) -> dict[str, Any]:
+    from ..config import read_config
+
+    return {name: raw.value for name, raw in read_config(megatron, "megatron").launcher.items()
+            if raw.unresolved is None}
 
 
 def _check_options(layers: int | None, long_steps: int, out: Path) -> None:
