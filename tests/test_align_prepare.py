@@ -66,6 +66,9 @@ def test_llama2_pair_is_aligned(tmp_path):
     assert step12.megatron.value("fused.rope") is False and step12.megatron.value("fused.swiglu") is False
     assert step12.megatron.value("parallel.pipeline") == 1 and step12.megatron.value("other.deterministic") is True
     assert step12.mindformers.value("train.global_batch_size") == step12.megatron.value("train.global_batch_size") == 256
+    # PP 2 -> 1 on 8 devices would double DP: torchrun's world becomes the reference's DP 4 instead
+    assert step12.megatron.value("parallel.data") == step12.mindformers.value("parallel.data") == 4
+    assert "--nproc_per_node 4" in (tmp_path / "llama2/megatron/step12.sh").read_text()
 
 
 def test_step12_settings(example):
