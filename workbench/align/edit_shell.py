@@ -36,15 +36,24 @@ class ScriptEdit:
     occurrences: dict[str, list[_Occurrence]]
     order: list[_Occurrence]
     states: list[tuple[bool, bool]]             # per line: (continues into the next line, in an array)
-    replaced: dict[int, str] = field(default_factory=dict)
+    replaced: dict[int, str | None] = field(default_factory=dict)   # None: the line is dropped
     after: dict[int, list[str]] = field(default_factory=dict)
     above: dict[int, list[str]] = field(default_factory=dict)
     trailing: dict[int, list[str]] = field(default_factory=dict)
     header: list[str] = field(default_factory=list)
+    launcher: dict[str, list[_Occurrence]] = field(default_factory=dict)   # torchrun's own arguments
 
     # ----------------------------------------------------------------- queries
     def has(self, flag: str) -> bool:
         return bool(self.occurrences.get(flag))
+
+    def set_launcher(self, flags: tuple[str, ...], value, why: str) -> bool:
+        """Change a launcher argument (``--nproc_per_node``) where it is written; False when absent."""
+        found = [o for flag in flags for o in self.launcher.get(flag, [])]
+        for occurrence in found:
+            if not _same(occurrence.value, value):
+                self._rewrite(occurrence, f"{occurrence.flag} {_value_text(value, self.path, occurrence.flag)}", why)
+        return bool(found)
 
     def holds(self, flag: str, value) -> bool:
         """Every occurrence of ``flag`` already carries ``value``."""
@@ -73,7 +82,7 @@ class ScriptEdit:
 
     def _rewrite(self, occurrence: _Occurrence, text: str, why: str) -> None:
         index = occurrence.line - 1
-        line = self.replaced.get(index, self.lines[index])
+        line = self.replaced.get(index, self.lines[index]) or ""
         pattern = re.escape(occurrence.flag) + r"(?=[\s\"'\\]|$)"
         if occurrence.operands:
             pattern += r"(?:=\S+|[ \t]+(?:\"[^\"]*\"|'[^']*'|[^\s\"'\\]+))"
@@ -83,11 +92,14 @@ class ScriptEdit:
         if not count:
             raise InputError(location(self.path, occurrence.line), f"cannot find {occurrence.flag} on this line to edit",
                              "write the flag and its value on one line")
-        self.replaced[index] = new.rstrip() if not new.strip(" \t\\") else new
-        if not self.replaced[index].strip(" \t\\"):
-            self.replaced[index] = self.replaced[index].rstrip(" ")
-        old = self.lines[index].strip()
-        self._comment(index, f"{why} (was: {old})" if not text else why)
+        emptied = not new.strip(" \t\\")
+        if emptied and self.lines[index].rstrip().endswith("\\") and not self.states[index][1]:
+            new = None                       # a continued line that held only this flag: dropped whole
+        elif emptied:
+            new = re.match(r"[ \t]*", new).group(0)
+        self.replaced[index] = new
+        old = self.lines[index].strip().rstrip("\\").strip()
+        self._comment(index, f"{occurrence.flag}: {why} (was: {old})")
 
     def _add(self, text: str, why: str, group: str | None) -> None:
         anchor = self._anchor(group)
@@ -111,12 +123,17 @@ class ScriptEdit:
         for occurrence in candidates:
             if group and occurrence.flag == group:
                 return occurrence.line - 1
-        return candidates[-1].line - 1
+        sizes: dict[int, int] = {}
+        for occurrence in candidates:
+            start = self._statement_start(occurrence.line - 1)
+            sizes[start] = sizes.get(start, 0) + 1
+        largest = max(sizes, key=sizes.get)                  # the main argument list
+        return [o for o in candidates if self._statement_start(o.line - 1) == largest][-1].line - 1
 
     def _comment(self, index: int, why: str, added: str | None = None) -> None:
         note = f"# workbench: {'added ' + added + ': ' if added else ''}{why}"
         continues, in_array = self.states[index]
-        line_text = self.replaced.get(index, self.lines[index])
+        line_text = self.replaced.get(index, self.lines[index]) or ""
         if added is None and in_array and not line_text.rstrip().endswith("\\") and not self._in_string(index):
             self.trailing.setdefault(index, []).append(note)
             return
@@ -142,6 +159,8 @@ class ScriptEdit:
             indent = re.match(r"[ \t]*", self.lines[index]).group(0)
             out.extend(indent + note for note in self.above.get(index, []))
             line = self.replaced.get(index, self.lines[index])
+            if line is None:
+                continue
             notes = self.trailing.get(index)
             if notes and not line.strip():
                 out.append(indent + " ".join(notes))
@@ -199,7 +218,16 @@ def open_script(path: Path, text: str) -> ScriptEdit:
     from ..config.shell_script import parse_launch_script
 
     command = parse_launch_script(path, text=text)
-    tokens = command.script_args
+    occurrences, order = _index(command.script_args)
+    launcher, _ = _index(command.launcher_args)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return ScriptEdit(path, lines, occurrences, order, line_states(lines), launcher=launcher)
+
+
+def _index(tokens: list) -> tuple[dict[str, list[_Occurrence]], list[_Occurrence]]:
+    """Every ``--flag`` among ``tokens``, with the line it is written on and its value."""
     occurrences: dict[str, list[_Occurrence]] = {}
     order = []
     for position, token in enumerate(tokens):
@@ -216,7 +244,4 @@ def open_script(path: Path, text: str) -> ScriptEdit:
         occurrence = _Occurrence(flag, token.line, min(operands, 1), value)
         occurrences.setdefault(flag, []).append(occurrence)
         order.append(occurrence)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return ScriptEdit(path, lines, occurrences, order, line_states(lines))
+    return occurrences, order

@@ -38,7 +38,7 @@ class YamlEdit:
     data: Any
     line_of: dict[str, int]
     replaced: dict[int, list[str]] = field(default_factory=dict)
-    added: dict[tuple[int, int], tuple[dict, str]] = field(default_factory=dict)
+    added: dict[tuple[int, int], tuple[dict, dict]] = field(default_factory=dict)   # new keys, why per key
 
     def has(self, dotted: str) -> bool:
         return dotted in self.line_of
@@ -62,15 +62,16 @@ class YamlEdit:
             if dotted in self.line_of:
                 self._comment_out(dotted, why)
             return
-        if dotted in self.line_of:
-            self._replace(keys, value, why)
-        elif keys[-1].isdigit() and ".".join(keys[:-1]) in self.line_of:
+        if keys[-1].isdigit() and ".".join(keys[:-1]) in self.line_of:     # a list item: the list rewritten
+
             parent = self.get(".".join(keys[:-1]))
             items = list(parent) if isinstance(parent, list) else []
             if int(keys[-1]) >= len(items):
                 raise InputError(str(self.path), f"{dotted}: the list has {len(items)} items", "write the list whole")
             items[int(keys[-1])] = value
             self._replace(keys[:-1], items, why)
+        elif dotted in self.line_of:
+            self._replace(keys, value, why)
         else:
             self._add(keys, value, why)
 
@@ -139,7 +140,8 @@ class YamlEdit:
 
     def _pending(self, after: int, indent: int, keys: tuple[str, ...], value: Any, why: str) -> None:
         """New keys under one parent are merged, so two additions never create the parent twice."""
-        tree, _ = self.added.setdefault((after, indent), ({}, why))
+        tree, whys = self.added.setdefault((after, indent), ({}, {}))
+        whys.setdefault(keys[0], why)
         _nest(tree, keys, value)
 
     def _child_indent(self, index: int) -> int:
@@ -153,7 +155,8 @@ class YamlEdit:
         out = []
         for index, line in enumerate(self.lines):
             out.extend(self.replaced.get(index, [line]))
-            for (after, indent), (tree, why) in self.added.items():
+            # deeper blocks first: a child block and its parent's block can end on the same line
+            for (after, indent), (tree, why) in sorted(self.added.items(), key=lambda entry: -entry[0][1]):
                 if after == index:
                     out.extend(_block(tree, indent, why))
         if (-1, 0) in self.added:
@@ -183,10 +186,11 @@ def _nest(target: dict, keys: tuple[str, ...], value: Any) -> None:
     target[keys[-1]] = value
 
 
-def _block(mapping: dict, indent: int, why: str | None = None) -> list[str]:
+def _block(mapping: dict, indent: int, why: str | dict | None = None) -> list[str]:
     lines = []
     for key, value in mapping.items():
-        note = f"  # workbench: {why}" if why else ""
+        text = why.get(key) if isinstance(why, dict) else why
+        note = f"  # workbench: {text}" if text else ""
         if isinstance(value, dict) and value:
             lines.append(f"{' ' * indent}{_key(key)}:{note}")
             lines.extend(_block(value, indent + 2))

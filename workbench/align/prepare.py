@@ -44,6 +44,8 @@ class _Context:
     keep_parallel: bool
     megatron_input: Path
     mindformers_input: Path
+    inputs: dict[str, Any] = field(default_factory=dict)   # side -> the input's TrainingConfig
+    launcher: dict[str, Any] = field(default_factory=dict)  # torchrun's arguments in the input
     seed: int | None = None
 
 
@@ -64,13 +66,21 @@ def prepare(megatron: Path | str, mindformers: Path | str, out: Path | str, *, l
     ctx = _Context(load_runs(), original.megatron.value("runtime.hardware") or "gpu",
                    original.mindformers.value("runtime.hardware") or "ascend", original.mindformers.generation,
                    str(out.resolve()), layers, long_steps, keep_parallel, megatron, mindformers,
-                   original.megatron.value("other.seed"))
+                   {"megatron": original.megatron, "mindformers": original.mindformers},
+                   _launcher(megatron), original.megatron.value("other.seed"))
     with Staging(out) as staging:
         root = staging.path
         root.mkdir()
         result = _write_all(ctx, root, out)
         staging.publish([root / name for name in result.files])
     return result
+
+
+def _launcher(megatron: Path) -> dict[str, Any]:
+    from ..config import read_config
+
+    return {name: raw.value for name, raw in read_config(megatron, "megatron").launcher.items()
+            if raw.unresolved is None}
 
 
 def _check_options(layers: int | None, long_steps: int, out: Path) -> None:
@@ -137,6 +147,7 @@ def _plan_runs(ctx: _Context) -> dict[str, Any]:
             entry[f"{side}_log"] = log_path(side, run.name)
         if "mindformers" in run.sides:
             entry["mindformers_config"] = script_path("mindformers", run.name)
+        entry["settings"] = {key: value for key, value in _settings(ctx, run).items()}
         entry["produces"] = list(run.produces)
         runs[run.name] = entry
     return runs
@@ -144,15 +155,14 @@ def _plan_runs(ctx: _Context) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ one run
 def _settings(ctx: _Context, run: Run) -> dict[str, Any]:
+    """every_run, parallel_off (unless --keep-parallel), the `from:` run's settings, the run's own."""
     settings = dict(ctx.runs.every_run)
     if not ctx.keep_parallel:
         settings.update(ctx.runs.parallel_off)
+    if run.start:
+        settings.update(ctx.runs.runs[run.start].settings)
     settings.update(run.settings)
-    settings["train.steps"] = 2 if run.steps != "long" else ctx.long_steps
-    if run.steps == 2:
-        settings["train.steps"] = 2
-    elif isinstance(run.steps, int):
-        settings["train.steps"] = run.steps
+    settings["train.steps"] = ctx.long_steps if run.steps == "long" else run.steps
     if ctx.layers is not None:
         settings["model.num_layers"] = ctx.layers
     return settings
@@ -160,48 +170,51 @@ def _settings(ctx: _Context, run: Run) -> dict[str, Any]:
 
 def _prepare_run(ctx: _Context, run: Run, root: Path, texts: dict[str, str],
                  changes: dict[str, int]) -> tuple[dict[str, str], list[str]]:
-    from ..audit.engine import run_checklist
+    """Both sides of one run: its settings, then the audit's fixes until none is left. A run of one side
+    is prepared against the MindFormers side of its `from:` run, and only its own side is kept."""
     from ..input_files import read_text
     from .prepare_edits import edit_megatron, edit_mindformers, raw_megatron, raw_mindformers
-
     from .prepare_files import script_path
 
-    m_name, f_name = script_path("megatron", run.name), script_path("mindformers", run.name)
-    if run.start:
-        m_text = texts[script_path("megatron", run.start)]
-        f_text = texts[script_path("mindformers", run.start)]
-    else:
-        m_text = read_text(ctx.megatron_input, what="launch script")
-        f_text = read_text(ctx.mindformers_input, what="config")
     settings = _settings(ctx, run)
-    m_text, count_m = edit_megatron(ctx, m_text, run, _side_settings(ctx, settings, "megatron"), raw_megatron(ctx, run))
-    if "mindformers" in run.sides:
-        f_text, count_f = edit_mindformers(ctx, f_text, _side_settings(ctx, settings, "mindformers"),
-                                           raw_mindformers(ctx, run))
-    else:
-        count_f = 0
-    staged_m, staged_f = root / m_name, root / f"{f_name}.check" if "mindformers" not in run.sides else root / f_name
-    for _ in range(_ROUNDS):
-        _stage(staged_m, m_text)
-        _stage(staged_f, f_text)
-        report = run_checklist(staged_m, staged_f)
-        fixes = _fixes(ctx, report, settings)
-        if not fixes["megatron"] and not fixes["mindformers"]:
-            break
-        if fixes["megatron"]:
-            m_text, count = edit_megatron(ctx, m_text, run, fixes["megatron"], [], header=False)
-            count_m += count
-        if fixes["mindformers"] and "mindformers" in run.sides:
-            f_text, count = edit_mindformers(ctx, f_text, fixes["mindformers"], [])
-            count_f += count
-    staged_f.unlink(missing_ok=True) if "mindformers" not in run.sides else None
-    staged_m.unlink(missing_ok=True)
-    texts[m_name] = m_text
-    changes[m_name] = count_m
-    if "mindformers" in run.sides:
-        texts[f_name] = f_text
-        changes[f_name] = count_f
+    m_text, count_m = edit_megatron(ctx, read_text(ctx.megatron_input, what="launch script"), run,
+                                    _side_settings(ctx, settings, "megatron"), raw_megatron(ctx, run))
+    f_text, count_f = edit_mindformers(ctx, read_text(ctx.mindformers_input, what="config"),
+                                       _side_settings(ctx, settings, "mindformers"),
+                                       raw_mindformers(ctx, ctx.runs.runs.get(run.start, run)))
+    m_text, f_text, report, counts = _align(ctx, run, root, m_text, f_text, settings)
+    for side, text, count in (("megatron", m_text, count_m + counts[0]), ("mindformers", f_text, count_f + counts[1])):
+        if side in run.sides:
+            texts[script_path(side, run.name)] = text
+            changes[script_path(side, run.name)] = count
     return _leftovers(ctx, report, run)
+
+
+def _align(ctx: _Context, run: Run, root: Path, m_text: str, f_text: str, settings: dict[str, Any]):
+    """Audit the staged pair and apply its fixes until the CheckList asks for nothing more."""
+    from ..audit.engine import run_checklist
+    from .prepare_edits import edit_megatron, edit_mindformers
+
+    staged_m, staged_f = root / f".check_{run.name}.sh", root / f".check_{run.name}.yaml"
+    counts = [0, 0]
+    try:
+        for _ in range(_ROUNDS):
+            _stage(staged_m, m_text)
+            _stage(staged_f, f_text)
+            report = run_checklist(staged_m, staged_f)
+            fixes = _fixes(ctx, report, settings)
+            if not fixes["megatron"] and not fixes["mindformers"]:
+                break
+            if fixes["megatron"]:
+                m_text, count = edit_megatron(ctx, m_text, run, fixes["megatron"], [], header=False)
+                counts[0] += count
+            if fixes["mindformers"]:
+                f_text, count = edit_mindformers(ctx, f_text, fixes["mindformers"], [])
+                counts[1] += count
+    finally:
+        staged_m.unlink(missing_ok=True)
+        staged_f.unlink(missing_ok=True)
+    return m_text, f_text, report, counts
 
 
 def _stage(path: Path, text: str) -> None:
@@ -217,10 +230,18 @@ def _side_settings(ctx: _Context, settings: dict[str, Any], side: str) -> list[R
             if side not in value:
                 continue
             value = value[side]
+        if value is not None and _reads_as(ctx.inputs[side], key, value):
+            continue                                    # the input already says so (or its default does)
         request = Request(key, value, _why(key, value))
         if _probe(ctx, side, request):
             requests.append(request)
     return requests
+
+
+def _reads_as(config, key: str, value: Any) -> bool:
+    current = config.values.get(key)
+    return (current is not None and current.known and current.value == value
+            and isinstance(current.value, bool) == isinstance(value, bool))
 
 
 def _probe(ctx: _Context, side: str, request: Request) -> bool:
@@ -250,7 +271,7 @@ def _fixes(ctx: _Context, report, settings: dict[str, Any]) -> dict[str, list[Re
     for item in report.items:
         if item.verdict not in (MISMATCH, RISK) or item.id in ctx.runs.differences:
             continue
-        for value_m, value_f in zip(item.megatron, item.mindformers):
+        for value_m, value_f in zip(item.megatron, item.mindformers, strict=True):
             if not (value_m.known and value_f.known) or value_m.value == value_f.value or value_m.key in settings:
                 continue
             for side, request in _fix_value(ctx, value_m.key, value_m.value, value_f.value, item.title):

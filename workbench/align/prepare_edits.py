@@ -28,8 +28,10 @@ def edit_megatron(ctx, text: str, run, requests: list[Request], raw: list[tuple[
                 count += 1
     for flag, value, why in raw:
         if _changes(edit, flag, value):
-            edit.set(flag, value, why)
+            edit.set(flag, value, why, "--save")            # output and checkpoint flags sit together
             count += 1
+    for flags, value, why in launcher_settings(ctx) if header else []:
+        count += edit.set_launcher(flags, value, why)
     if header:
         edit.add_header(megatron_header(run.name, run.title, ctx.megatron_input.name, ctx.align_dir, run.capture,
                                         run.settings.get("other.deterministic", True) is not False))
@@ -66,6 +68,19 @@ def _group_flag(edit, key: str) -> str | None:
             if edit.has(flag):
                 return flag
     return None
+
+
+def launcher_settings(ctx) -> list[tuple[tuple[str, ...], int, str]]:
+    """With TP/PP/CP/EP set to 1, keep the reference's data-parallel size (and so its micro-batches per
+    step): torchrun's world becomes DP, on as many nodes of the input's size as that takes."""
+    data = ctx.inputs["megatron"].value("parallel.data")
+    per_node = ctx.launcher.get("nproc_per_node")
+    if ctx.keep_parallel or not data or not str(per_node or "").isdigit():
+        return []
+    per_node = int(per_node)
+    nodes, per_node = (data // per_node, per_node) if data % per_node == 0 else (1, data)
+    why = f"world = the reference's DP {data} now that TP/PP/CP/EP are 1"
+    return [(("--nproc_per_node", "--nproc-per-node"), per_node, why), (("--nnodes",), nodes, why)]
 
 
 def raw_megatron(ctx, run) -> list[tuple[str, Any, str]]:

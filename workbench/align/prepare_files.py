@@ -80,10 +80,10 @@ def env_text(side: str, hardware: str, align_dir: str, seed: int | None) -> str:
 def megatron_header(run: str, title: str, source: str, align_dir: str, capture: tuple[str, ...],
                     deterministic: bool) -> list[str]:
     lines = [f"# workbench: align prepare wrote this from {source}: run {run}: {title}",
-             f"ALIGN_DIR=${{ALIGN_DIR:-{align_dir}}}"]
+             f"ALIGN_DIR=${{ALIGN_DIR:-{align_dir}}}   # workbench: the folder align prepare wrote"]
     if not deterministic:
         lines.append("export WORKBENCH_DETERMINISTIC=0   # workbench: the noise band needs determinism off")
-    lines.append('source "${ALIGN_DIR}/env/megatron.sh"')
+    lines.append('source "${ALIGN_DIR}/env/megatron.sh"   # workbench: determinism variables and the seed')
     if "batches" in capture:
         lines.append(f'export WORKBENCH_CAPTURE_DIR="${{ALIGN_DIR}}/{capture_path(run)}"   '
                      "# workbench: the batch capture hook (megatron/capture_hooks.txt) writes here")

@@ -74,31 +74,32 @@ def _source_names(key: str, spec: SideSpec, side: str, hardware: str,
         return [through.lstrip("-").replace("-", "_") if side == "megatron" else through]
     if spec.sources:
         return [source.name for source in spec.sources]
-    name = _from_flag_text(spec.flag, side, hardware)
+    name = _from_flag_text(spec.flag, side, hardware, load_registry()[key].type)
     if name is None:
         raise Unsettable(f"derived on the {side} side ({spec.flag or 'no single setting'})")
     return [name]
 
 
-def _from_flag_text(text: str, side: str, hardware: str) -> str | None:
-    """``--deterministic-mode (GPU) / --npu-deterministic (MindSpeed)`` -> the alternative for this
-    hardware; a plain alternative when none is annotated for it; None when no single name is given."""
+def _from_flag_text(text: str, side: str, hardware: str, key_type: str) -> str | None:
+    """The one setting a derived key's ``flag:`` text names: ``--train-iters``, or the alternative for this
+    hardware in ``--deterministic-mode (GPU) / --npu-deterministic (MindSpeed)``. None when the text names
+    several plain alternatives or a combination (``--bf16 / --fp16``, ``--group-query-attention
+    --num-query-groups``), or a MindFormers dtype (derived from a switch such as fp32_residual_connection)."""
+    if side == "mindformers" and key_type == "dtype":
+        return None
     alternatives = []
     for part in text.split(" / "):
-        words = part.strip().split()
-        if not words:
-            continue
+        bare = re.sub(r"\([^)]*\)", "", part).split()
         note = part[part.find("(") + 1:part.rfind(")")].lower() if "(" in part else ""
-        alternatives.append((words[0], note))
+        alternatives.append((bare[0] if len(bare) == 1 else "", note))
     valid = _FLAG if side == "megatron" else _PATH
     wanted = _HARDWARE_NOTES.get(hardware, ())
-    for name, note in alternatives:
-        if note and any(word in note for word in wanted) and valid.fullmatch(name):
-            return _arg_name(name) if side == "megatron" else name
-    for name, note in alternatives:
-        if not note and valid.fullmatch(name):
-            return _arg_name(name) if side == "megatron" else name
-    return None
+    chosen = [name for name, note in alternatives if note and any(word in note for word in wanted)]
+    if not chosen:
+        chosen = [name for name, note in alternatives if not note]
+    if len(chosen) != 1 or not valid.fullmatch(chosen[0]):
+        return None
+    return _arg_name(chosen[0]) if side == "megatron" else chosen[0]
 
 
 def _arg_name(flag: str) -> str:
@@ -134,19 +135,16 @@ def _raw_value(key: str, spec: SideSpec, name: str, value: Any, side: str) -> An
 def _megatron_settings(name: str, raw: Any, key: str, why: str, present: Callable[[str], bool]) -> list[Setting]:
     """A Megatron dest (or special flag) -> the flags to write: bools are flags present or absent."""
     specials = _special_flags()
-    if name in specials:                                   # a special flag chosen from the flag: text
-        dest, bare = specials[name]["dest"], specials[name]["value"]
-    else:
-        dest, bare = name, True
+    dest, bare = (specials[name]["dest"], specials[name]["value"]) if name in specials else (name, True)
     flags = {flag: entry["value"] for flag, entry in specials.items() if entry["dest"] == dest}
-    plain = "--" + dest.replace("_", "-")
-    if not isinstance(raw, bool) or (isinstance(bare, bool) is False and bare is not True):
-        flag = next((f for f, v in flags.items() if v is None), plain)
-        return [Setting("megatron", flag, raw, key, why)]
-    flags.setdefault(plain, True) if name not in specials else flags.setdefault(name, bare)
+    if not isinstance(raw, bool) or not isinstance(bare, bool):     # a flag that takes a value
+        return [Setting("megatron", next((f for f, v in flags.items() if v is None), "--" + dest.replace("_", "-")),
+                        raw, key, why)]
+    if not flags:                                  # a plain store_true flag: --name
+        flags = {"--" + dest.replace("_", "-"): True}
     wanted = [flag for flag, stored in flags.items() if stored is raw]
     settings = [Setting("megatron", flag, REMOVE, key, why) for flag, stored in flags.items()
                 if stored is not raw and present(flag)]
-    if wanted:
+    if wanted:                                     # else the argparse default holds the value
         settings.append(Setting("megatron", wanted[0], True, key, why))
     return settings
