@@ -23,8 +23,6 @@ def align_result(plan: Plan, outcomes: list[StageOutcome]) -> Result:
     failed = first_failure(outcomes)
     verdict = _verdict(outcomes, failed)
     summary = [_headline(verdict, failed), "next: " + next_action(outcomes, plan)]
-    summary += [f"{o.stage.id}: {o.verdict}" + (f" — {o.culprit}" if o.culprit else "")
-                + (f" ({o.reason})" if o.reason and o.verdict != PASS else "") for o in outcomes]
     stages = pd.DataFrame([_stage_row(o, plan) for o in outcomes], columns=list(STAGE_COLUMNS))
     tables = {"stages": stages}
     figures = []
