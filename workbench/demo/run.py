@@ -105,6 +105,8 @@ def _report(plan, page: Path):
     from ..report.emit import emit
 
     result = align_result(plan, run_stages(plan))
+    for suffix in (".md", ".json"):                   # the same report as markdown and JSON (workbench.align/1)
+        emit(result, suffix[1:], page.with_suffix(suffix), force=True)
     emit(result, "html", page, force=True)
     return result
 
