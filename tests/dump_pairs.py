@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.demo.dumps import wait_worker
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FIELDS = dict(num_layers=2, hidden_size=32, num_attention_heads=4, num_kv_heads=2, ffn_hidden_size=64,
                      vocab_size=64, seq_length=8)
@@ -135,12 +137,7 @@ def _run(jobs: list[tuple[Path, list[str]]]) -> None:
                                                             stderr=subprocess.STDOUT)))
     failures = []
     for out, partial, log, process in running:
-        try:
-            code = process.wait(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code = process.wait()
-        log.close()
+        code = wait_worker(process, log, WORKER_TIMEOUT_S)
         if code:
             tail = Path(log.name).read_text(errors="replace")[-3000:]
             failures.append(f"{out.name}: exit {code}\n{tail}")

@@ -44,10 +44,16 @@ def _start(spec: Path, log_path: Path):
 
 
 def _finish(side: str, process, log) -> str | None:
+    code = wait_worker(process, log)
+    return None if code == 0 else f"{side} exit {code} ({Path(log.name)})"
+
+
+def wait_worker(process, log, timeout: float = WORKER_TIMEOUT_S) -> int:
+    """A dump worker's exit code (killed past ``timeout``); its log file closed."""
     try:
-        code = process.wait(timeout=WORKER_TIMEOUT_S)
+        code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         code = process.wait()
     log.close()
-    return None if code == 0 else f"{side} exit {code} ({Path(log.name)})"
+    return code
