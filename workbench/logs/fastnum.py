@@ -1,0 +1,147 @@
+"""Many printed numbers to float64 in a few numpy operations, bit for bit equal to ``float(text)``.
+
+Logs print a column of numbers in one layout (numpy arrays: ``5.53379708e-04``; Megatron:
+``%.6E``, ``%.3f``, ``%12d``). Tokens of one length are stacked into a byte matrix; when every row
+has the same classes of characters at the same places as the first (digits, ``.``, ``e``, signs),
+the digits become one integer ``m`` per row (a dot product, exact below 2**53) and the value is
+``m * 10**k`` or ``m / 10**-k``: both operands exact and ``|k| <= 22``, so the one IEEE operation
+rounds correctly, which is what ``float`` returns (Clinger's fast path). Rows outside that range
+(more than 15 significant digits, ``1e-30``) are parsed by ``float`` one by one; anything else
+(``nan``, ``None``, units, mixed layouts) makes the function return ``None`` and the caller takes
+its exact path.
+
+    grid_floats(np.frombuffer(b"1.5e-05 2.5e-05", np.uint8).reshape(2, 8)[:, :7])  # -> [1.5e-05, 2.5e-05]
+    token_floats(b" 1.5e-05  2.25e-05\\n-3.0e-07", 3)                               # -> 3 values or None
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DIGIT, POINT, EXP, SIGN, OTHER = 0, 1, 2, 3, 4
+CLASSES = np.full(256, OTHER, dtype=np.uint8)
+CLASSES[48:58] = DIGIT
+CLASSES[ord(".")] = POINT
+CLASSES[[ord("e"), ord("E")]] = EXP
+CLASSES[[ord(" "), ord("+"), ord("-")]] = SIGN
+POW10 = 10.0 ** np.arange(23)                 # each one exact in float64
+EXACT = float(1 << 53)
+MAX_WIDTH = 40
+SIGNS = np.array([32, 43, 45], dtype=np.uint8)          # ' ', '+', '-'
+EXP_SIGNS = SIGNS[1:]
+SPACE = b" \t\n\r\x0b\x0c"                    # what bytes.split() and numpy's sep=" " skip
+BRACKETS_TO_SPACE = bytes.maketrans(b"[]\t\n\r\x0b\x0c", b"       ")
+
+
+def _layout(template: bytes) -> tuple | None:
+    """(sign column, mantissa digit columns, fraction digit count, '.' column, 'e' column, exponent
+    sign column, exponent digit columns) of one row's classes, -1 for an absent column; ``None``
+    when the classes do not spell a float."""
+    width, at = len(template), 0
+    while at < width and template[at] == SIGN:
+        at += 1
+    sign = at - 1
+    digits = _run(template, at, DIGIT)
+    at += len(digits)
+    point, fraction = -1, 0
+    if at < width and template[at] == POINT:
+        point = at
+        more = _run(template, at + 1, DIGIT)
+        digits, fraction, at = digits + more, len(more), at + 1 + len(more)
+    if not digits or len(digits) > 22:
+        return None
+    mark, exp_sign, exponent = -1, -1, []
+    if at < width and template[at] == EXP:
+        mark, at = at, at + 1
+        if at < width and template[at] == SIGN:
+            exp_sign, at = at, at + 1
+        exponent = _run(template, at, DIGIT)
+        at += len(exponent)
+        if not exponent or len(exponent) > 4:
+            return None
+    return (sign, digits, fraction, point, mark, exp_sign, exponent) if at == width else None
+
+
+def _run(template: bytes, start: int, kind: int) -> list[int]:
+    end = start
+    while end < len(template) and template[end] == kind:
+        end += 1
+    return list(range(start, end))
+
+
+def grid_floats(grid: np.ndarray) -> np.ndarray | None:
+    """The numbers of a ``(rows, width)`` uint8 matrix, one per row, all in the first row's layout
+    (see the module doc); ``None`` when a row differs or the layout is not a plain float."""
+    rows, width = grid.shape
+    if rows == 0:
+        return np.empty(0, dtype=np.float64)
+    if width == 0 or width > MAX_WIDTH:
+        return None
+    layout = _layout(CLASSES[grid[0]].tobytes())
+    if layout is None:
+        return None
+    sign, digits, fraction, _, _, exp_sign, exponent = layout
+    shifted = grid - np.uint8(48)
+    is_digit = shifted < 10
+    if not (is_digit == is_digit[0]).all() or not _others_agree(grid, layout):
+        return None
+    mantissa = shifted[:, digits[0]].astype(np.float64)
+    for column in digits[1:]:
+        mantissa = mantissa * 10.0 + shifted[:, column]
+    power = np.full(rows, -fraction, dtype=np.int64)
+    if exponent:
+        value = np.zeros(rows, dtype=np.int64)
+        for column in exponent:
+            value = value * 10 + shifted[:, column]
+        power += np.where(grid[:, exp_sign] == 45, -value, value) if exp_sign >= 0 else value
+    fast = (mantissa < EXACT) & (np.abs(power) <= 22)
+    scale = POW10[np.clip(np.abs(power), 0, 22)]
+    values = np.where(power >= 0, mantissa * scale, mantissa / scale)
+    if sign >= 0:
+        values = np.where(grid[:, sign] == 45, -values, values)
+    for row in np.flatnonzero(~fast):                              # rare: exact but slow
+        values[row] = float(grid[row].tobytes())
+    return values
+
+
+def _others_agree(grid: np.ndarray, layout: tuple) -> bool:
+    """The columns that are not digits hold what the first row's layout says in every row."""
+    sign, _, _, point, mark, exp_sign, _ = layout
+    if sign > 0 and not (grid[:, :sign] == 32).all():             # '  -5' yes, '- 5' / '+-5' no
+        return False
+    if sign >= 0 and not np.isin(grid[:, sign], SIGNS).all():
+        return False
+    if point >= 0 and not (grid[:, point] == 46).all():
+        return False
+    if mark >= 0 and not ((grid[:, mark] | 32) == 101).all():
+        return False
+    return exp_sign < 0 or bool(np.isin(grid[:, exp_sign], EXP_SIGNS).all())     # '1e 5' is not a number
+
+
+def token_floats(text: bytes, count: int) -> np.ndarray | None:
+    """The ``count`` whitespace-separated numbers of ``text`` (``[`` and ``]`` count as spaces);
+    ``None`` when there are not exactly ``count`` tokens or one is not in its length's layout."""
+    data = np.frombuffer(text.translate(BRACKETS_TO_SPACE), dtype=np.uint8)
+    if data.size == 0:
+        return np.empty(0, dtype=np.float64) if count == 0 else None
+    blank = np.concatenate(([True], data == 32, [True]))
+    edges = np.flatnonzero(blank[1:] != blank[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    if starts.size != count:
+        return None
+    lengths = ends - starts
+    if (lengths == lengths[0]).all():
+        return _same_length(data, starts, int(lengths[0]))
+    values = np.empty(count, dtype=np.float64)
+    for length in np.unique(lengths).tolist():
+        rows = np.flatnonzero(lengths == length)
+        parsed = _same_length(data, starts[rows], length)
+        if parsed is None:
+            return None
+        values[rows] = parsed
+    return values
+
+
+def _same_length(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray | None:
+    if length > MAX_WIDTH:
+        return None
+    return grid_floats(data[starts[:, None] + np.arange(length)])
