@@ -12,6 +12,7 @@ its exact path.
 
     grid_floats(np.frombuffer(b"1.5e-05 2.5e-05", np.uint8).reshape(2, 8)[:, :7])  # -> [1.5e-05, 2.5e-05]
     token_floats(b" 1.5e-05  2.25e-05\\n-3.0e-07", 3)                               # -> 3 values or None
+    batch_floats([b"[1.0 2.0]", b"[3.0]"], [2, 1])                                   # -> [1.0, 2.0, 3.0]
 """
 from __future__ import annotations
 
@@ -120,18 +121,25 @@ def _others_agree(grid: np.ndarray, layout: tuple) -> bool:
 def token_floats(text: bytes, count: int) -> np.ndarray | None:
     """The ``count`` whitespace-separated numbers of ``text`` (``[`` and ``]`` count as spaces);
     ``None`` when there are not exactly ``count`` tokens or one is not in its length's layout."""
-    data = np.frombuffer(text.translate(BRACKETS_TO_SPACE), dtype=np.uint8)
-    if data.size == 0:
-        return np.empty(0, dtype=np.float64) if count == 0 else None
+    return batch_floats([text], [count])
+
+
+def batch_floats(texts: list[bytes], counts: list[int]) -> np.ndarray | None:
+    """The numbers of several texts at once (as ``token_floats``), concatenated; ``None`` unless
+    every text holds exactly its count of numbers, all read exactly."""
+    data = np.frombuffer(b" ".join(texts).translate(BRACKETS_TO_SPACE), dtype=np.uint8)
     blank = np.concatenate(([True], data == 32, [True]))
     edges = np.flatnonzero(blank[1:] != blank[:-1])
     starts, ends = edges[0::2], edges[1::2]
-    if starts.size != count:
+    offsets = np.cumsum([0] + [len(text) + 1 for text in texts[:-1]])
+    if not np.array_equal(np.diff(np.searchsorted(starts, offsets), append=starts.size), counts):
         return None
+    if starts.size == 0:
+        return np.empty(0, dtype=np.float64)
     lengths = ends - starts
     if (lengths == lengths[0]).all():
         return _same_length(data, starts, int(lengths[0]))
-    values = np.empty(count, dtype=np.float64)
+    values = np.empty(starts.size, dtype=np.float64)
     for length in np.unique(lengths).tolist():
         rows = np.flatnonzero(lengths == length)
         parsed = _same_length(data, starts[rows], length)
