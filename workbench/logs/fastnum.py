@@ -81,18 +81,20 @@ def grid_floats(grid: np.ndarray) -> np.ndarray | None:
     if layout is None:
         return None
     sign, digits, fraction, _, _, exp_sign, exponent = layout
-    shifted = grid - np.uint8(48)
-    is_digit = shifted < 10
-    if not (is_digit == is_digit[0]).all() or not _others_agree(grid, layout):
+    columns = np.ascontiguousarray(grid.T) - np.uint8(48)         # one contiguous row per printed column
+    is_digit = columns < 10
+    if not (is_digit == is_digit[:, :1]).all() or not _others_agree(grid, layout):
         return None
-    mantissa = shifted[:, digits[0]].astype(np.float64)
+    mantissa = columns[digits[0]].astype(np.float64)
     for column in digits[1:]:
-        mantissa = mantissa * 10.0 + shifted[:, column]
+        mantissa *= 10.0
+        mantissa += columns[column]
     power = np.full(rows, -fraction, dtype=np.int64)
     if exponent:
         value = np.zeros(rows, dtype=np.int64)
         for column in exponent:
-            value = value * 10 + shifted[:, column]
+            value *= 10
+            value += columns[column]
         power += np.where(grid[:, exp_sign] == 45, -value, value) if exp_sign >= 0 else value
     fast = (mantissa < EXACT) & (np.abs(power) <= 22)
     scale = POW10[np.clip(np.abs(power), 0, 22)]
@@ -137,8 +139,8 @@ def batch_floats(texts: list[bytes], counts: list[int]) -> np.ndarray | None:
     if starts.size == 0:
         return np.empty(0, dtype=np.float64)
     lengths = ends - starts
-    if (lengths == lengths[0]).all():
-        return _same_length(data, starts, int(lengths[0]))
+    if (lengths == lengths[0]).all():                   # the usual case: squeeze the blanks out
+        return grid_floats(data[data != 32].reshape(starts.size, int(lengths[0])))
     values = np.empty(starts.size, dtype=np.float64)
     for length in np.unique(lengths).tolist():
         rows = np.flatnonzero(lengths == length)
