@@ -27,8 +27,8 @@ CLASSES[[ord(" "), ord("+"), ord("-")]] = SIGN
 POW10 = 10.0 ** np.arange(23)                 # each one exact in float64
 EXACT = float(1 << 53)
 MAX_WIDTH = 40
-SIGNS = np.array([32, 43, 45], dtype=np.uint8)          # ' ', '+', '-'
-EXP_SIGNS = SIGNS[1:]
+MINUS = ord("-")
+SLAB = 1 << 15
 SPACE = b" \t\n\r\x0b\x0c"                    # what bytes.split() and numpy's sep=" " skip
 BRACKETS_TO_SPACE = bytes.maketrans(b"[]\t\n\r\x0b\x0c", b"       ")
 
@@ -71,7 +71,8 @@ def _run(template: bytes, start: int, kind: int) -> list[int]:
 
 def grid_floats(grid: np.ndarray) -> np.ndarray | None:
     """The numbers of a ``(rows, width)`` uint8 matrix, one per row, all in the first row's layout
-    (see the module doc); ``None`` when a row differs or the layout is not a plain float."""
+    (see the module doc); ``None`` when a row differs or the layout is not a plain float. Worked
+    through in slabs of ``SLAB`` rows, so that the temporaries stay small and warm."""
     rows, width = grid.shape
     if rows == 0:
         return np.empty(0, dtype=np.float64)
@@ -80,30 +81,59 @@ def grid_floats(grid: np.ndarray) -> np.ndarray | None:
     layout = _layout(CLASSES[grid[0]].tobytes())
     if layout is None:
         return None
-    sign, digits, fraction, _, _, exp_sign, exponent = layout
-    columns = np.ascontiguousarray(grid.T) - np.uint8(48)         # one contiguous row per printed column
-    is_digit = columns < 10
-    if not (is_digit == is_digit[:, :1]).all() or not _others_agree(grid, layout):
-        return None
-    mantissa = columns[digits[0]].astype(np.float64)
-    for column in digits[1:]:
-        mantissa *= 10.0
-        mantissa += columns[column]
-    power = np.full(rows, -fraction, dtype=np.int64)
-    if exponent:
-        value = np.zeros(rows, dtype=np.int64)
-        for column in exponent:
-            value *= 10
-            value += columns[column]
-        power += np.where(grid[:, exp_sign] == 45, -value, value) if exp_sign >= 0 else value
-    fast = (mantissa < EXACT) & (np.abs(power) <= 22)
-    scale = POW10[np.clip(np.abs(power), 0, 22)]
-    values = np.where(power >= 0, mantissa * scale, mantissa / scale)
-    if sign >= 0:
-        values = np.where(grid[:, sign] == 45, -values, values)
-    for row in np.flatnonzero(~fast):                              # rare: exact but slow
-        values[row] = float(grid[row].tobytes())
+    digit_columns = np.zeros(width, dtype=bool)
+    digit_columns[layout[1] + layout[6]] = True
+    values = np.empty(rows, dtype=np.float64)
+    for start in range(0, rows, SLAB):
+        if not _slab(grid[start:start + SLAB], layout, digit_columns, values[start:start + SLAB]):
+            return None
     return values
+
+
+def _slab(grid: np.ndarray, layout: tuple, digit_columns: np.ndarray, out: np.ndarray) -> bool:
+    sign, digits, fraction, _, _, exp_sign, exponent = layout
+    shifted = grid - np.uint8(48)                                 # digits 0..9, anything else above
+    if not ((shifted < 10) == digit_columns).all() or not _others_agree(grid, layout):
+        return False
+    np.copyto(out, shifted[:, digits[0]], casting="unsafe")
+    for column in digits[1:]:
+        out *= 10.0
+        out += shifted[:, column]
+    power = -fraction
+    if exponent:
+        power = shifted[:, exponent[0]].astype(np.int32)
+        for column in exponent[1:]:
+            power *= 10
+            power += shifted[:, column]
+        if exp_sign >= 0:
+            np.negative(power, out=power, where=grid[:, exp_sign] == MINUS)
+        power -= fraction
+    slow = _scale(out, power)
+    if sign >= 0:
+        np.negative(out, out=out, where=grid[:, sign] == MINUS)
+    for row in slow:                                              # rare: exact but slow
+        out[row] = float(grid[row].tobytes())
+    return True
+
+
+def _scale(mantissa: np.ndarray, power) -> np.ndarray:
+    """``mantissa * 10**power`` in place where Clinger's fast path is exact; the rows where it is not."""
+    low, high = (power, power) if np.isscalar(power) else (int(power.min()), int(power.max()))
+    if mantissa.max() < EXACT and -22 <= low and high <= 22:
+        if high <= 0:
+            mantissa /= POW10[-power]
+        elif low >= 0:
+            mantissa *= POW10[power]
+        else:
+            np.copyto(mantissa, np.where(power >= 0, mantissa * POW10[np.maximum(power, 0)],
+                                         mantissa / POW10[np.maximum(-power, 0)]))
+        return np.empty(0, dtype=np.int64)
+    power = np.broadcast_to(power, mantissa.shape)
+    slow = np.flatnonzero((mantissa >= EXACT) | (np.abs(power) > 22))
+    clipped = np.clip(power, -22, 22)
+    np.copyto(mantissa, np.where(clipped >= 0, mantissa * POW10[np.maximum(clipped, 0)],
+                                 mantissa / POW10[np.maximum(-clipped, 0)]))
+    return slow
 
 
 def _others_agree(grid: np.ndarray, layout: tuple) -> bool:
@@ -111,13 +141,21 @@ def _others_agree(grid: np.ndarray, layout: tuple) -> bool:
     sign, _, _, point, mark, exp_sign, _ = layout
     if sign > 0 and not (grid[:, :sign] == 32).all():             # '  -5' yes, '- 5' / '+-5' no
         return False
-    if sign >= 0 and not np.isin(grid[:, sign], SIGNS).all():
+    if sign >= 0 and not _any_of(grid[:, sign], b" +-"):
         return False
     if point >= 0 and not (grid[:, point] == 46).all():
         return False
-    if mark >= 0 and not ((grid[:, mark] | 32) == 101).all():
+    if mark >= 0 and not _any_of(grid[:, mark], b"eE"):
         return False
-    return exp_sign < 0 or bool(np.isin(grid[:, exp_sign], EXP_SIGNS).all())     # '1e 5' is not a number
+    return exp_sign < 0 or _any_of(grid[:, exp_sign], b"+-")       # '1e 5' is not a number
+
+
+def _any_of(column: np.ndarray, allowed: bytes) -> bool:
+    """Every byte of ``column`` is one of ``allowed``."""
+    found = column == allowed[0]
+    for byte in allowed[1:]:
+        found |= column == byte
+    return bool(found.all())
 
 
 def token_floats(text: bytes, count: int) -> np.ndarray | None:

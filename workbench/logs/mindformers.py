@@ -26,7 +26,7 @@ from ..input_files import parse_json
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, text
 from .norm_rows import NormBlock, norm_frame, recent_count
-from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
+from .schema import SERIES_COLUMNS, LogSeries
 from .tables import frame
 from .fastnum import batch_floats
 from .mindformers_scan import ARRAY_START
