@@ -30,7 +30,7 @@ MAX_WIDTH = 40
 MINUS = ord("-")
 SLAB = 1 << 15
 SPACE = b" \t\n\r\x0b\x0c"                    # what bytes.split() and numpy's sep=" " skip
-BRACKETS_TO_SPACE = bytes.maketrans(b"[]\t\n\r\x0b\x0c", b"       ")
+BRACKETS_TO_SPACE = bytes.maketrans(b"[]\t\n\r\x0b\x0c\x00", b"        ")   # NUL: as values.parse_joined
 
 
 def _layout(template: bytes) -> tuple | None:
@@ -159,7 +159,7 @@ def _any_of(column: np.ndarray, allowed: bytes) -> bool:
 
 
 def token_floats(text: bytes, count: int) -> np.ndarray | None:
-    """The ``count`` whitespace-separated numbers of ``text`` (``[`` and ``]`` count as spaces);
+    """The ``count`` whitespace-separated numbers of ``text`` (``[``, ``]`` and NUL count as spaces);
     ``None`` when there are not exactly ``count`` tokens or one is not in its length's layout."""
     return batch_floats([text], [count])
 

@@ -50,6 +50,11 @@ def parse_joined(data: bytes, count: int) -> np.ndarray | None:
     holds anything else (the caller then goes value by value with ``floats``)."""
     import warnings
 
+    from .fastnum import token_floats
+
+    fast = token_floats(data, count)                      # NUL is a blank there too
+    if fast is not None:
+        return fast
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         try:
