@@ -38,11 +38,13 @@ NAMED_NORM_DEFINITION = "sum_sq_step"
 
 class Columns:
     """Values gathered per printed key as segments: (iterations, raw numbers, line numbers, ranks).
-    Raw numbers are a list of bytes, or ``(NUL-joined bytes, count)`` from the fast path, whose
-    iteration / line / rank arrays are shared by every key of the group."""
+    Raw numbers are a list of bytes, ``(NUL-joined bytes, count)`` from the fast path, or
+    ``(parsed values,)`` when that column was read as it came (memory then follows the values, not
+    the text); the iteration / line / rank arrays of the fast path are shared by every key of a group."""
 
-    def __init__(self):
+    def __init__(self, unit_of=lambda key: ""):
         self.data = defaultdict(list)
+        self.unit_of = unit_of
 
     def add(self, key: bytes, iterations, raw, lines, ranks) -> None:
         segments = self.data[key]
@@ -52,15 +54,17 @@ class Columns:
             part.extend(values)
 
     def add_block(self, key: bytes, iterations, joined: bytes, lines, ranks) -> None:
-        self.data[key].append((iterations, (joined, len(iterations)), lines, ranks))
+        parsed = None if self.unit_of(key) else parse_joined(joined, len(iterations))
+        raw = (joined, len(iterations)) if parsed is None else (parsed,)
+        self.data[key].append((iterations, raw, lines, ranks))
 
     @staticmethod
     def arrays(segments: list, unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """(iterations, values, lines, ranks) of one key in file order, and how many were not numbers."""
         values, wrong = [], 0
         for _, raw, _, _ in segments:
-            parsed = None
-            if isinstance(raw, tuple):
+            parsed = raw[0] if isinstance(raw, tuple) and len(raw) == 1 else None
+            if parsed is None and isinstance(raw, tuple):
                 parsed = None if unit else parse_joined(*raw)
                 raw = raw[0].split(b"\x00") if parsed is None else raw
             if parsed is None:
@@ -199,7 +203,7 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool
     """Every iteration line of a Megatron / MindSpeed-LLM log (see the module doc); ``fast=False``
     reads every iteration line field by field (the reference the fast path is tested against)."""
     notes: list[str] = []
-    columns = Columns()
+    columns = Columns(lambda key: getattr(fmt.meaning(key.decode("utf-8", errors="replace")), "unit", ""))
     named, patch, bad = _scan(path, columns, notes, fast)
     label = run or path.stem
     parts, unknown, garbled, all_iterations = [], [], 0, []
