@@ -208,3 +208,24 @@ def test_plain_logs_take_the_fast_paths(tmp_path, monkeypatch):
     meg.write_text("".join(f" iteration {i:8d}/     100 | lm loss: {1 / i:.6E} | grad norm: {i / 7:.3f} |\n"
                            for i in range(1, 101)))
     assert len(read_megatron(meg, load_formats()["megatron"]).series) == 200 and calls["line"] == 0
+
+
+def test_memory_follows_the_chunk_and_the_values_not_the_text(tmp_path, monkeypatch):
+    """12 MB of iteration lines whose values are padded with 1,000 blanks: the reader keeps the parsed
+    numbers (8 bytes each), never the columns' text, so the peak stays near a few chunks."""
+    import tracemalloc
+
+    monkeypatch.setattr(lines, "CHUNK", 256 << 10)
+    path = tmp_path / "padded.log"
+    pad = " " * 1000
+    path.write_text("".join(f" iteration {i:8d}/   20000 | lm loss:{pad}{1 / i:.6E} | grad norm:{pad}{i:.3f} |\n"
+                            for i in range(1, 6001)))
+    assert path.stat().st_size > 12e6
+    tracemalloc.start()
+    try:
+        got = read_megatron(path, load_formats()["megatron"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(got.series) == 12000 and got.metric("grad_norm")[6000] == 6000.0
+    assert peak < 5e6, f"peak {peak / 1e6:.1f} MB while reading {path.stat().st_size / 1e6:.0f} MB"
