@@ -229,3 +229,11 @@ def test_memory_follows_the_chunk_and_the_values_not_the_text(tmp_path, monkeypa
         tracemalloc.stop()
     assert len(got.series) == 12000 and got.metric("grad_norm")[6000] == 6000.0
     assert peak < 5e6, f"peak {peak / 1e6:.1f} MB while reading {path.stat().st_size / 1e6:.0f} MB"
+
+
+def test_an_absurd_norm_size_is_one_line(tmp_path):
+    path = tmp_path / "absurd.log"
+    path.write_text(line_prefix() + " norm_size: (4, 99999999999999999999999)\nlocal_norm:\n[1. 2.]\n")
+    for fast in (True, False):
+        with pytest.raises(InputError, match=rf"^{path}:1: norm_size holds a number larger than any tensor"):
+            read_mindformers(path, load_formats()["mindformers"], fast=fast)

@@ -23,14 +23,14 @@ import numpy as np
 
 from ..errors import InputError, location
 from ..input_files import parse_json
+from .fastnum import batch_floats
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, text
+from .mindformers_scan import ARRAY_START
+from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
 from .schema import SERIES_COLUMNS, LogSeries
 from .tables import frame
-from .fastnum import batch_floats
-from .mindformers_scan import ARRAY_START
-from .mindformers_scan import scan as _scan
 from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
