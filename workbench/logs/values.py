@@ -46,7 +46,8 @@ def mean_part(text: str) -> float | None:
 
 
 def parse_joined(data: bytes, count: int) -> np.ndarray | None:
-    """``count`` numbers separated by whitespace or NUL bytes, parsed in C; ``None`` when the text
+    """``count`` numbers separated by whitespace or NUL bytes: by ``fastnum`` when they are printed in
+    its layouts (bit for bit what ``float`` gives), else by numpy's C parser; ``None`` when the text
     holds anything else (the caller then goes value by value with ``floats``)."""
     import warnings
 
