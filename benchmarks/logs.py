@@ -7,9 +7,16 @@
    reference writer's formatters.
 
 For each: ``grep -c`` on the message's marker (median of --repeats, page cache warm), then
-``read_log`` (median), both as MB/s; the ratio; and the peak RSS of the process (ru_maxrss).
+``read_log`` (median), both as MB/s of wall time and the ratio; the same ratio in CPU time (grep's
+from RUSAGE_CHILDREN), which other processes on a shared machine disturb far less; the peak of the
+memory Python and numpy allocate while reading (tracemalloc, one more untimed run) against the file's
+size; and the peak RSS of the process (ru_maxrss).
 
-    .venv/bin/python benchmarks/logs.py [--iterations 200000] [--mf-steps 300] [--params 1000]
+With ``--floors``, also what the unavoidable pieces of any Python/numpy reader cost on the Megatron
+file in the same run: reading it in chunks and splitting the lines, parsing its numbers exactly
+(``fastnum``), building its row table from ready arrays — each against the 25 % budget.
+
+    .venv/bin/python benchmarks/logs.py [--iterations 200000] [--mf-steps 300] [--params 1000] [--floors]
 """
 from __future__ import annotations
 
@@ -61,23 +68,63 @@ def write_mindformers(path: Path, steps: int, params: int) -> None:
             handle.write(prefix + format_progress_message(100 * step / steps, 10.0, steps - step) + "\n")
 
 
-def timed(function, repeats: int) -> float:
-    times = []
+def timed(function, repeats: int, children: bool = False) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of ``function``; CPU of the child processes when ``children``."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start, cpu = time.perf_counter(), time.process_time()
         function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime if children
+                    else time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def peak_traced(function) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def compare(path: Path, marker: str, repeats: int) -> dict:
     size_mb = path.stat().st_size / 1e6
-    grep = timed(lambda: subprocess.run(["grep", "-c", "-F", marker, str(path)], check=True, capture_output=True), repeats)
+    grep, grep_cpu = timed(lambda: subprocess.run(["grep", "-c", "-F", marker, str(path)], check=True,
+                                                  capture_output=True), repeats, children=True)
     result = {}
-    parse = timed(lambda: result.update(series=read_log(path)), repeats)
-    series = result["series"]
+    parse, parse_cpu = timed(lambda: result.update(series=read_log(path)), repeats)
+    series = result.pop("series")
     return {"file": path.name, "MB": size_mb, "grep MB/s": size_mb / grep, "read_log MB/s": size_mb / parse,
-            "ratio": grep / parse, "rows": len(series.series), "local norms": len(series.local_norms)}
+            "ratio": grep / parse, "cpu ratio": grep_cpu / parse_cpu, "rows": len(series.series),
+            "local norms": len(series.local_norms), "peak MB": peak_traced(lambda: read_log(path)) / 1e6}
+
+
+def floors(path: Path, repeats: int) -> list[str]:
+    """The CPU time of the pieces every reader pays (module doc), beside grep's in the same run."""
+    from workbench.logs.fastnum import token_floats
+    from workbench.logs.lines import chunks
+    from workbench.logs.megatron import _series_frame
+
+    grep = timed(lambda: subprocess.run(["grep", "-c", "-F", "iteration", str(path)], check=True,
+                                        capture_output=True), repeats, children=True)[1]
+    rows = read_log(path).series
+    text = b" ".join([b"1.000126E+01"] * len(rows))
+    count = len(rows) // 13
+    parts = [(f"metric{k}", np.arange(count), np.ones(count), np.arange(count) * 2 + 1, np.full(count, -1))
+             for k in range(13)]
+    pieces = {"read + split lines": lambda: [data.split(b"\n") for _, data in chunks(path, [])],
+              f"parse {len(rows)} numbers": lambda: token_floats(text, len(rows)),
+              f"row table of {13 * count} rows": lambda: _series_frame("run", parts)}
+    said = [f"floors on {path.name}: grep -c CPU {grep * 1e3:.0f} ms, 25 % budget {4 * grep * 1e3:.0f} ms"]
+    for name, function in pieces.items():
+        said.append(f"  {name:28s} CPU {timed(function, repeats)[1] * 1e3:7.0f} ms")
+    return said
 
 
 def main(argv=None) -> int:
@@ -86,18 +133,23 @@ def main(argv=None) -> int:
     parser.add_argument("--mf-steps", type=int, default=300)
     parser.add_argument("--params", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--floors", action="store_true", help="also time the pieces every reader pays")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
         write_megatron(megatron, args.iterations)
         write_mindformers(mindformers, args.mf_steps, args.params)
         rows = [compare(megatron, "iteration", args.repeats), compare(mindformers, "Epoch:[", args.repeats)]
+        said = floors(megatron, args.repeats) if args.floors else []
     for row in rows:
         verdict = "meets" if row["ratio"] >= TARGET else "below"
         print(f"{row['file']:16s} {row['MB']:8.1f} MB  grep -c {row['grep MB/s']:8.1f} MB/s  read_log "
-              f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target)  "
-              f"{row['rows']} series rows, {row['local norms']} local norms")
+              f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target; "
+              f"CPU time ratio {row['cpu ratio']:6.1%})  {row['rows']} series rows, {row['local norms']} local "
+              f"norms, peak allocated {row['peak MB']:.0f} MB")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    for line in said:
+        print(line)
     return 0
 
 

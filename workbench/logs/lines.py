@@ -65,7 +65,7 @@ def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
 
 
 def _blank_long_lines(data: bytes, number: int, max_line: int, skipped: list[int]) -> bytes:
-    if len(data) <= max_line:
+    if len(data) <= max_line or _no_long_line(data, max_line):
         return data
     lines = data.split(b"\n")
     for index, line in enumerate(lines):
@@ -73,6 +73,14 @@ def _blank_long_lines(data: bytes, number: int, max_line: int, skipped: list[int
             skipped.append(number + index)
             lines[index] = b""
     return b"\n".join(lines)
+
+
+def _no_long_line(data: bytes, max_line: int) -> bool:
+    """True when every line of ``data`` is at most ``max_line`` bytes: a longer line would hold a
+    whole aligned stretch of ``max_line // 2`` bytes without a line end, so one ``find`` per such
+    stretch tells (each stops at its first line end)."""
+    half = max(max_line // 2, 1)
+    return all(data.find(b"\n", start, start + half) >= 0 for start in range(0, len(data) - half + 1, half))
 
 
 def text(line: bytes, bad: list[int] | None = None, number: int = 0) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from itertools import compress, repeat
+from operator import contains, itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -28,17 +30,21 @@ from .values import floats, parse_joined
 
 HEAD = re.compile(rb"(?:^|\x00)(?:\s*(?:\[default(\d+)\]:|(\d+):\s))?[^\x00]*?iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
+HEAD_END = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")     # HEAD's counter, found fast
+HEAD_RANK = re.compile(rb"\x00\s*(?:\[default(\d+)\]:|(\d+):\s)")          # HEAD's rank prefix, after a NUL
 NAMED_NORM = re.compile(r"local_norm/(\S+):\s*(\S+)\s*$")
 NAMED_NORM_DEFINITION = "sum_sq_step"
 
 
 class Columns:
     """Values gathered per printed key as segments: (iterations, raw numbers, line numbers, ranks).
-    Raw numbers are a list of bytes, or ``(NUL-joined bytes, count)`` from the fast path, whose
-    iteration / line / rank arrays are shared by every key of the group."""
+    Raw numbers are a list of bytes, ``(NUL-joined bytes, count)`` from the fast path, or
+    ``(parsed values,)`` when that column was read as it came (memory then follows the values, not
+    the text); the iteration / line / rank arrays of the fast path are shared by every key of a group."""
 
-    def __init__(self):
+    def __init__(self, unit_of=lambda key: ""):
         self.data = defaultdict(list)
+        self.unit_of = unit_of
 
     def add(self, key: bytes, iterations, raw, lines, ranks) -> None:
         segments = self.data[key]
@@ -48,15 +54,17 @@ class Columns:
             part.extend(values)
 
     def add_block(self, key: bytes, iterations, joined: bytes, lines, ranks) -> None:
-        self.data[key].append((iterations, (joined, len(iterations)), lines, ranks))
+        parsed = None if self.unit_of(key) else parse_joined(joined, len(iterations))
+        raw = (joined, len(iterations)) if parsed is None else (parsed,)
+        self.data[key].append((iterations, raw, lines, ranks))
 
     @staticmethod
     def arrays(segments: list, unit: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """(iterations, values, lines, ranks) of one key in file order, and how many were not numbers."""
         values, wrong = [], 0
         for _, raw, _, _ in segments:
-            parsed = None
-            if isinstance(raw, tuple):
+            parsed = raw[0] if isinstance(raw, tuple) and len(raw) == 1 else None
+            if parsed is None and isinstance(raw, tuple):
                 parsed = None if unit else parse_joined(*raw)
                 raw = raw[0].split(b"\x00") if parsed is None else raw
             if parsed is None:
@@ -78,8 +86,8 @@ def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> boo
     pieces = b"|".join(lines).split(b"|")
     if len(pieces) != width * len(lines) or b"".join(pieces[width - 1::width]).strip():
         return False                                       # text after the last '|': a truncated line
-    matched = HEAD.findall(b"\x00".join(pieces[0::width]))
-    if len(matched) != len(lines):
+    matched = _heads(b"\x00".join(pieces[0::width]), len(lines))
+    if matched is None:
         return False
     keys = []
     for column in range(1, width - 1):
@@ -89,12 +97,32 @@ def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> boo
         if not key.strip() or joined.count(b"\x00" + key + b":") != len(values):
             return False
         keys.append((key, joined))
-    iterations = np.array([it for _, _, it in matched], dtype=np.bytes_).astype(np.int64)
-    ranks = np.array([int(a or b) if (a or b) else -1 for a, b, _ in matched], dtype=np.int64)
+    iterations, ranks = matched
     numbers = np.asarray(numbers, dtype=np.int64)
     for key, joined in keys:
         columns.add_block(key.strip(), iterations, joined.replace(b"\x00" + key + b":", b"\x00")[1:], numbers, ranks)
     return True
+
+
+def _heads(joined: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(iterations, ranks) of ``count`` NUL-separated line heads, each ending in ``iteration N/ T``;
+    ``None`` when one does not. Two quick scans; the full ``HEAD`` pattern only when some heads
+    carry a rank prefix and others do not."""
+    found = HEAD_END.findall(joined)
+    if len(found) != count:
+        return None
+    ranked = HEAD_RANK.findall(b"\x00" + joined)
+    if not ranked:
+        ranks = np.full(count, -1, dtype=np.int64)
+    elif len(ranked) == count:
+        ranks = np.array([int(a or b) for a, b in ranked], dtype=np.int64)
+    else:
+        matched = HEAD.findall(joined)
+        if len(matched) != count:
+            return None
+        found = [it for _, _, it in matched]
+        ranks = np.array([int(a or b) if (a or b) else -1 for a, b, _ in matched], dtype=np.int64)
+    return np.array(found, dtype=np.bytes_).astype(np.int64), ranks
 
 
 def _slow_line(line: bytes, number: int, columns: Columns) -> bool:
@@ -111,17 +139,14 @@ def _slow_line(line: bytes, number: int, columns: Columns) -> bool:
     return not pieces[-1].strip()
 
 
-def _scan(path: Path, columns: Columns, notes: list[str]) -> tuple[list, bool, list[int]]:
+def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> tuple[list, bool, list[int]]:
     named, patch, bad, cut = [], False, [], []
     current = None
     for first, data in chunks(path, notes):
         lines = data.split(b"\n")
-        found = [i for i, line in enumerate(lines) if b"iteration" in line and b"|" in line]
-        groups = defaultdict(list)
-        for i in found:
-            groups[lines[i].count(b"|")].append(i)
-        for indices in groups.values():
-            if not _fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
+        found = _iteration_lines(lines)
+        for indices in _groups(lines, found):
+            if not fast or not _fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
                 cut += [first + i for i in indices if not _slow_line(lines[i], first + i, columns)]
         patch = patch or b"tensor(" in data
         if b"local_norm/" in data:
@@ -138,13 +163,33 @@ def _scan(path: Path, columns: Columns, notes: list[str]) -> tuple[list, bool, l
             match = ITERATION.search(lines[found[-1]])
             current = int(match.group(1)) if match else current
         try:
-            data.decode("utf-8")
+            data.isascii() or data.decode("utf-8")
         except UnicodeDecodeError as error:
             bad.append(first + data.count(b"\n", 0, error.start))
     if cut:
         notes.append(f"{len(cut)} iteration line(s) cut off before their last '|' (first: line {cut[0]}): "
                      "their last field is left out")
     return named, patch, bad
+
+
+def _iteration_lines(lines: list[bytes]) -> list[int]:
+    """Indices of the lines holding ``iteration`` and ``|`` (tests run in C through ``map``)."""
+    named = list(compress(range(len(lines)), map(contains, lines, repeat(b"iteration"))))
+    if not named:
+        return []
+    held = itemgetter(*named)(lines) if len(named) > 1 else (lines[named[0]],)
+    return list(compress(named, map(contains, held, repeat(b"|"))))
+
+
+def _groups(lines: list[bytes], found: list[int]) -> list[list[int]]:
+    """``found`` grouped by the number of '|' of each line, in order of first appearance."""
+    counts = list(map(bytes.count, [lines[i] for i in found], repeat(b"|")))
+    if not counts or min(counts) == max(counts):
+        return [found] if found else []
+    groups = defaultdict(list)
+    for i, count in zip(found, counts, strict=True):
+        groups[count].append(i)
+    return list(groups.values())
 
 
 def _interval(iterations: np.ndarray) -> int:
@@ -154,11 +199,12 @@ def _interval(iterations: np.ndarray) -> int:
     return int(Counter(steps.tolist()).most_common(1)[0][0])
 
 
-def read_megatron(path: Path, fmt: LogFormat, run: str | None = None) -> LogSeries:
-    """Every iteration line of a Megatron / MindSpeed-LLM log (see the module doc)."""
+def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
+    """Every iteration line of a Megatron / MindSpeed-LLM log (see the module doc); ``fast=False``
+    reads every iteration line field by field (the reference the fast path is tested against)."""
     notes: list[str] = []
-    columns = Columns()
-    named, patch, bad = _scan(path, columns, notes)
+    columns = Columns(lambda key: getattr(fmt.meaning(key.decode("utf-8", errors="replace")), "unit", ""))
+    named, patch, bad = _scan(path, columns, notes, fast)
     label = run or path.stem
     parts, unknown, garbled, all_iterations = [], [], 0, []
     for key, segments in columns.data.items():
@@ -203,7 +249,7 @@ def _series_frame(label: str, parts: list):
     codes = np.concatenate([np.full(len(steps), index) for index, (_, steps, *_) in enumerate(parts)])
     names = np.array([metric for metric, *_ in parts], dtype=object)
     return pd.DataFrame({
-        "run": np.full(count, label, dtype=object),
+        "run": np.array([label] * count, dtype=object),
         "rank": np.concatenate([ranks for *_, ranks in parts])[order],
         "step": np.concatenate([steps for _, steps, *_ in parts])[order],
         "metric": names[codes[order]],

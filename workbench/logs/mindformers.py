@@ -23,9 +23,13 @@ import numpy as np
 
 from ..errors import InputError, location
 from ..input_files import parse_json
+from .fastnum import batch_floats
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, text
-from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
+from .mindformers_scan import ARRAY_START
+from .mindformers_scan import scan as _scan
+from .norm_rows import NormBlock, norm_frame, recent_count
+from .schema import SERIES_COLUMNS, LogSeries
 from .tables import frame
 from .values import floats, mean_part, number, parse_joined
 
@@ -41,12 +45,14 @@ class _State:
     def __init__(self, path: Path, run: str, fmt: LogFormat):
         self.path, self.run, self.fmt = path, run, fmt
         self.series: list[tuple] = []
-        self.norms: list[tuple] = []
+        self.norms: list = []                     # tuples (monitor lines) and NormBlocks
         self.notes: list[str] = []
         self.bad: list[int] = []
         self.unknown: set[str] = set()
         self.block: list | None = None            # [line of norm_size, sizes, [value lines]]
-        self.pending: list[tuple] = []            # finished blocks waiting for their step line
+        self.pending: list[NormBlock] = []        # finished blocks waiting for their step line
+        self.batch: list[NormBlock] = []          # blocks of this chunk whose numbers are parsed together
+        self.sizes: tuple[str, np.ndarray] = ("", np.empty(0, dtype=np.int64))   # the last norm_size read
         self.groups: list | None = None           # [first line, [lines]] of a Param groups block
         self.param_order: list[str] | None = None
         self.block_lengths: set[int] = set()       # len(norm_size) of every stored block
@@ -80,7 +86,7 @@ def _step_line(state: _State, line: str, number_: int, match: re.Match) -> None:
             state.non_sink = True
         state.series.append((state.run, state.rank, global_step, meaning.metric, parsed, number_))
     for block in state.pending:
-        _store_block(state, global_step, *block)
+        _store_block(state, global_step, block)
     state.pending = []
 
 
@@ -92,14 +98,14 @@ def _monitor_line(state: _State, step: int, rest: str, number_: int) -> None:
     parsed = number(value)
     for prefix, definition in state.fmt.extra.get("monitor_local_norms", {}).items():
         if tag.startswith(prefix):
-            position = sum(1 for row in state.norms[-5000:] if row[2] == step and row[8] == definition)
+            position = recent_count(state.norms, step, definition)
             state.norms.append((state.run, state.rank, step, -1, position, tag[len(prefix):], -1,
                                 np.nan if parsed is None else parsed, definition, number_))
             return
     state.series.append((state.run, state.rank, step, tag, np.nan if parsed is None else parsed, number_))
 
 
-def _block_values(state: _State, first: int, sizes: list[int], body: list[str], complete: bool):
+def _block_values(state: _State, first: int, sizes: np.ndarray, body: list[str], complete: bool):
     flat = " ".join(body).replace("[", " ").replace("]", " ")
     summarised = "..." in flat
     values = None if summarised else parse_joined(flat.encode(), len(sizes))
@@ -128,11 +134,10 @@ def _block_values(state: _State, first: int, sizes: list[int], body: list[str], 
     return positions, values
 
 
-def _store_block(state: _State, step: int, first: int, sizes: list[int], positions, values) -> None:
-    definition = state.fmt.extra.get("block_definition", "sum_sq_step")
-    state.block_lengths.add(len(sizes))
-    state.norms += [(state.run, state.rank, step, -1, position, "", sizes[position] if position < len(sizes) else -1,
-                     float(value), definition, first) for position, value in zip(positions, values, strict=True)]
+def _store_block(state: _State, step: int, block: NormBlock) -> None:
+    block.step, block.definition = step, state.fmt.extra.get("block_definition", "sum_sq_step")
+    state.block_lengths.add(len(block.sizes))
+    state.norms.append(block)
 
 
 def _finish_block(state: _State, complete: bool = True) -> None:
@@ -142,7 +147,25 @@ def _finish_block(state: _State, complete: bool = True) -> None:
         state.notes.append(f"{location(state.path, first)}: the last local_norm block is cut off: left out")
         return
     positions, values = _block_values(state, first, sizes, body, complete)
-    state.pending.append((first, sizes, positions, values))
+    state.pending.append(NormBlock(first, sizes, np.asarray(positions, dtype=np.int64), values))
+
+
+def _parse_batch(state: _State) -> None:
+    """The numbers of the blocks the fast path set aside, in one call; a block that is not what the
+    fast parser reads exactly goes through ``_block_values`` (its errors and notes are the same)."""
+    blocks, state.batch = state.batch, []
+    if not blocks:
+        return
+    values = batch_floats([block.text for block in blocks], [len(block.sizes) for block in blocks])
+    start = 0
+    for block in blocks:
+        if values is not None:
+            block.values = values[start:start + len(block.sizes)]
+            start += len(block.sizes)
+        else:
+            positions, block.values = _block_values(state, block.first, block.sizes, [block.text.decode()], True)
+            block.positions = np.asarray(positions, dtype=np.int64)
+        block.text = b""
 
 
 def _groups_done(state: _State) -> None:
@@ -187,8 +210,7 @@ def _line(state: _State, raw: bytes, number_: int) -> None:
     if state.block is not None:
         if b"local_norm:" in raw and not state.block[2]:
             return
-        if raw.lstrip().startswith((b"[", b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9",
-                                    b".", b"n", b"i")):
+        if raw.lstrip().startswith(ARRAY_START):
             state.block[2].append(text(raw, state.bad, number_))
             if b"]" in raw:
                 _finish_block(state)
@@ -201,8 +223,7 @@ def _line(state: _State, raw: bytes, number_: int) -> None:
             _step_line(state, line, number_, match)
     elif b"norm_size:" in raw:
         line = text(raw, state.bad, number_)
-        sizes = [int(size) for size in re.findall(r"\d+", line[line.index("norm_size:"):])]
-        state.block = [number_, sizes, []]
+        state.block = [number_, _sizes(state, line[line.index("norm_size:"):], number_), []]
     elif b"Param groups = {" in raw:
         line = text(raw, state.bad, number_)
         start = line[line.index("Param groups = ") + len("Param groups = "):]
@@ -211,12 +232,30 @@ def _line(state: _State, raw: bytes, number_: int) -> None:
             _groups_done(state)
 
 
-def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None) -> LogSeries:
-    """Every step line, local-norm block, monitor line and the Param groups block (module doc)."""
+def _sizes(state: _State, printed: str, number_: int) -> np.ndarray:
+    """The numbers of ``norm_size: (...)``; every step prints the same tuple, so it is read once."""
+    if printed != state.sizes[0]:
+        try:
+            sizes = np.array([int(size) for size in re.findall(r"\d+", printed)], dtype=np.int64)
+        except OverflowError:
+            raise InputError(location(state.path, number_), "norm_size holds a number larger than any tensor",
+                             "pass the log as MindFormers wrote it") from None
+        state.sizes = (printed, sizes)
+    return state.sizes[1]
+
+
+def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
+    """Every step line, local-norm block, monitor line and the Param groups block (module doc).
+    ``fast=False`` reads every line with the exact per-line parser (the reference the fast path is
+    tested against)."""
     state = _State(path, run or path.stem, fmt)
     for first, data in chunks(path, state.notes):
-        for index, raw in enumerate(data.split(b"\n")):
-            _line(state, raw, first + index)
+        if fast:
+            _scan(state, data, first, _line, _finish_block)
+            _parse_batch(state)
+        else:
+            for index, raw in enumerate(data.split(b"\n")):
+                _line(state, raw, first + index)
     if state.block is not None:
         _finish_block(state, complete=False)
     if state.groups is not None:
@@ -226,7 +265,7 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None) -> LogS
         state.notes.append(f"{len(state.pending)} local_norm block(s) after the last step line: taken as step "
                            f"{state.last_step + 1}")
         for block in state.pending:
-            _store_block(state, state.last_step + 1, *block)
+            _store_block(state, state.last_step + 1, block)
     return _result(state)
 
 
@@ -239,7 +278,7 @@ def _result(state: _State) -> LogSeries:
     if state.unknown:
         notes.append(f"pieces not in datasets/log_formats.yaml left out: {', '.join(sorted(state.unknown))[:300]}")
     notes += bad_bytes_note(state.bad)
-    norms = frame(state.norms, LOCAL_NORM_COLUMNS)
+    norms = norm_frame(state.norms, state.run, state.rank)
     order = state.param_order
     if order is not None:
         facts["param_groups"] = len(order)

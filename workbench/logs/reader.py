@@ -30,8 +30,11 @@ def detect_text(sample: bytes) -> str | None:
     scores = {}
     lines = sample.split(b"\n")
     for name in TEXT_FORMATS:
-        alternatives = [[mark.encode() for mark in marks] for marks in formats[name].detect]
-        scores[name] = sum(1 for line in lines if any(all(mark in line for mark in marks) for marks in alternatives))
+        marked = set()
+        for marks in formats[name].detect:
+            first, *rest = (mark.encode() for mark in marks)
+            marked.update(i for i, line in enumerate(lines) if first in line and all(mark in line for mark in rest))
+        scores[name] = len(marked)
     if name := max(scores, key=scores.get) if any(scores.values()) else None:
         return name
     if b"[tensor(" in sample:

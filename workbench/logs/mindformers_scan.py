@@ -1,0 +1,74 @@
+"""The fast path through a chunk of a MindFormers log: a ``local_norm`` array (hundreds of lines) is
+cut out of the chunk whole with ``bytes.find`` and its numbers set aside to be parsed with the rest
+of the chunk's (``fastnum``); every other line goes through the exact per-line parser (``line``).
+
+A block takes the fast path only when the per-line parser would read it the same way: it starts on
+the line after ``local_norm:``, every one of its lines starts (after blanks) with what an array line
+starts with, it ends on the chunk's first line holding ``]``, it is ASCII and not summarised
+(``...``). Anything else (a block cut by the chunk's end, a stray line inside it, bytes that are not
+UTF-8) is left to the per-line parser, so notes, errors and line numbers stay exact.
+"""
+from __future__ import annotations
+
+import re
+
+from .norm_rows import NormBlock
+
+NORM_SIZE = b"norm_size:"
+ARRAY_START = (b"[", b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b".", b"n", b"i")
+NOT_ARRAY_LINE = re.compile(rb"\n(?![ \t\r\x0b\x0c]*[\[\-0-9.ni])")      # a later line _line would not take
+
+
+def scan(state, data: bytes, first: int, line, finish) -> None:
+    """Every line of ``data`` (whole lines, the first numbered ``first``) into ``state``: ``line`` is
+    the per-line parser, ``finish`` ends a block it would end."""
+    pos, number, end = 0, first, len(data)
+    while pos <= end:
+        if state.block is not None and not state.block[2] and state.groups is None:
+            moved = _fast_block(state, data, pos, number, finish)
+            if moved is not None:
+                pos, number = moved
+                continue
+        elif state.block is None and state.groups is None:
+            stop = _next_block_line(data, pos)
+            if stop > pos:
+                for raw in data[pos:stop - 1].split(b"\n"):       # no norm_size line among them
+                    line(state, raw, number)
+                    number += 1
+                pos = stop
+                continue
+        eol = data.find(b"\n", pos)
+        eol = end if eol < 0 else eol
+        line(state, data[pos:eol], number)
+        pos, number = eol + 1, number + 1
+
+
+def _next_block_line(data: bytes, pos: int) -> int:
+    """Where the next line holding ``norm_size:`` starts (``len(data) + 1`` when none does)."""
+    at = data.find(NORM_SIZE, pos)
+    return len(data) + 1 if at < 0 else (data.rfind(b"\n", pos, at) + 1 or pos)
+
+
+def _fast_block(state, data: bytes, pos: int, number: int, finish) -> tuple[int, int] | None:
+    """The array of the open block, from its first line at ``pos`` to the line holding ``]``:
+    (where the next line starts, its number), or ``None`` for the per-line parser to read it."""
+    close = data.find(b"]", pos)
+    if close < 0:
+        return None
+    stop = data.find(b"\n", close)
+    stop = len(data) if stop < 0 else stop
+    body = data[pos:stop]
+    first_line = body[:body.find(b"\n")] if b"\n" in body else body
+    if (b"local_norm:" in first_line or not first_line.lstrip().startswith(ARRAY_START) or not body.isascii()
+            or NOT_ARRAY_LINE.search(body)):
+        return None
+    if b"..." in body:                                       # summarised: said in a note, read exactly
+        state.block[2].append(body.decode("ascii"))
+        finish(state)
+    else:
+        first_no, sizes, _ = state.block
+        state.block = None
+        block = NormBlock(first_no, sizes, None, None, text=body)
+        state.pending.append(block)
+        state.batch.append(block)
+    return stop + 1, number + body.count(b"\n") + 1
