@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import InputError, location
 
 STAGES_FILE = "align_stages.yaml"
-_STAGE_KEYS = {"id", "title", "needs", "optional", "check", "next"}
+_STAGE_KEYS = {"id", "title", "needs", "optional", "check", "next", "explained_by"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Stage:
     optional: tuple[str, ...]
     check: str                      # the deciding command, with {artifact} placeholders
     next: str                       # what to do when it fails
+    explained_by: tuple[str, ...] = ()   # later stages that localize its failure
 
     def command(self, paths: dict[str, str]) -> str:
         """``check`` with the plan's paths filled in."""
@@ -61,6 +62,12 @@ def _names(doc, key: str, value, artifacts: dict) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _stage_ids(doc, key: str, value) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InputError(location(doc.path, doc.lines.get(key), key), "expected a list of stage ids", "e.g. [dumps]")
+    return tuple(value)
+
+
 def _text(doc, key: str, value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError(location(doc.path, doc.lines.get(key), key), "expected a non-empty string", "write one line")
@@ -84,7 +91,8 @@ def _stage(doc, index: int, body, artifacts: dict, seen: set) -> Stage:
     stage = Stage(stage_id, _text(doc, f"{key}.title", body.get("title")),
                   _names(doc, f"{key}.needs", body.get("needs"), artifacts),
                   _names(doc, f"{key}.optional", body.get("optional", []), artifacts),
-                  _text(doc, f"{key}.check", body.get("check")), _text(doc, f"{key}.next", body.get("next")))
+                  _text(doc, f"{key}.check", body.get("check")), _text(doc, f"{key}.next", body.get("next")),
+                  _stage_ids(doc, f"{key}.explained_by", body.get("explained_by", [])))
     stray = [name for name in stage.placeholders if name not in stage.needs + stage.optional]
     if stray:
         raise InputError(location(doc.path, doc.lines.get(f"{key}.check"), f"{key}.check"),
@@ -111,5 +119,17 @@ def load_stages(path: Path | None = None) -> StageCatalog:
         raise InputError(location(doc.path, doc.lines.get("stages"), "stages"), "expected a list of stages",
                          "see the schema at the top of the file")
     seen: set[str] = set()
-    return StageCatalog(doc.path, dict(artifacts),
-                        tuple(_stage(doc, index, body, artifacts, seen) for index, body in enumerate(stages)))
+    catalog = StageCatalog(doc.path, dict(artifacts),
+                           tuple(_stage(doc, index, body, artifacts, seen) for index, body in enumerate(stages)))
+    _check_explanations(doc, catalog)
+    return catalog
+
+
+def _check_explanations(doc, catalog: StageCatalog) -> None:
+    for index, stage in enumerate(catalog.stages):
+        later = catalog.ids[index + 1:]
+        wrong = [name for name in stage.explained_by if name not in later]
+        if wrong:
+            key = f"stages.{index}.explained_by"
+            raise InputError(location(doc.path, doc.lines.get(key), key), f"{', '.join(wrong)} is not a later stage",
+                             f"name stages after {stage.id}: {', '.join(later) or 'none'}")

@@ -19,7 +19,7 @@ Exit codes: 0 written, 1 written but some CheckList items could not be aligned, 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("align", help="the staged alignment method: prepare the runs",
+    parser = subparsers.add_parser("align", help="the staged alignment method: prepare the runs, report every stage",
                                    description="The staged alignment method (docs/align.md).",
                                    epilog="examples:\n  workbench align prepare --megatron train.sh "
                                           "--mindformers run.yaml --out align/\n",
@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prepare.add_argument("--keep-parallel", action="store_true",
                          help="keep TP/PP/CP/SP/EP as in the inputs (the plan lists them as differences)")
     prepare.set_defaults(run=run_prepare)
+    from .align_report import register_report
+
+    register_report(commands)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
