@@ -69,6 +69,12 @@ def test_llama2_pair_is_aligned(tmp_path):
     # PP 2 -> 1 on 8 devices would double DP: torchrun's world becomes the reference's DP 4 instead
     assert step12.megatron.value("parallel.data") == step12.mindformers.value("parallel.data") == 4
     assert "--nproc_per_node 4" in (tmp_path / "llama2/megatron/step12.sh").read_text()
+    # the long run keeps the user's warmup: MindFormers' warmup_ratio (which wins over warmup_steps) is
+    # replaced by Megatron's step count (--lr-warmup-fraction 0.01 x 1000 = 10)
+    long = run_checklist(tmp_path / "llama2/megatron/long.sh", tmp_path / "llama2/mindformers/long.yaml")
+    assert long.megatron.value("lr.warmup_steps") == long.mindformers.value("lr.warmup_steps") == 10
+    text = (tmp_path / "llama2/mindformers/long.yaml").read_text()
+    assert "  # warmup_ratio: 0.03" in text and "  warmup_steps: 10  # workbench:" in text
 
 
 def test_step12_settings(example):
@@ -232,6 +238,8 @@ def test_out_path_unsafe_for_scripts(tmp_path, capsys):
      "every_run.optimizer.nope"),
     ("kind: align_runs\nruns:\n  a: {title: t, sides: [gpu], steps: 2}\n", "runs.a.sides"),
     ("kind: align_runs\nruns:\n  a: {title: t, sides: [megatron], steps: 2, from: b}\n", "runs.a.from"),
+    ("kind: align_runs\nset_with:\n  lr.warmup_steps: {lr.nope: null}\nruns:\n  a: {title: t, sides: [megatron], steps: 2}\n",
+     "set_with.lr.warmup_steps.lr.nope"),
 ])
 def test_runs_file_mistakes_name_file_and_line(tmp_path, body, key):
     path = tmp_path / "align_runs.yaml"

@@ -275,8 +275,17 @@ def _fixes(ctx: _Context, report, settings: dict[str, Any]) -> dict[str, list[Re
             if not (value_m.known and value_f.known) or value_m.value == value_f.value or value_m.key in settings:
                 continue
             for side, request in _fix_value(ctx, value_m.key, value_m.value, value_f.value, item.title):
-                if all(request.key != done.key for done in fixes[side]):
-                    fixes[side].append(request)
+                fixes[side].append(request)
+                fixes[side].extend(Request(key, value, f"{key} removed with {request.key} ({request.why})"
+                                           if value is None else f"{key} = {value!r} with {request.key}")
+                                   for key, value in ctx.runs.set_with.get(request.key, {}).items())
+    for side, requests in fixes.items():            # once per key; a key set with another goes its way
+        withs = {key for request in requests for key in ctx.runs.set_with.get(request.key, {})}
+        kept: dict[str, Request] = {}
+        for request in requests:
+            if request.key not in kept and (request.key not in withs or request.why.startswith(request.key)):
+                kept[request.key] = request
+        fixes[side] = list(kept.values())
     return fixes
 
 

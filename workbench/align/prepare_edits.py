@@ -23,8 +23,9 @@ def edit_megatron(ctx, text: str, run, requests: list[Request], raw: list[tuple[
         settings = setting_for(request.key, request.value, "megatron", ctx.generation, ctx.hardware,
                                lambda name: _present(edit, name), ctx.runs.set_through, request.why)
         for setting in settings:
-            if _changes(edit, setting.name, setting.value):
-                edit.set(setting.name, setting.value, setting.why, _group_flag(edit, request.key))
+            value = _counted(setting.value, setting.name)
+            if _changes(edit, setting.name, value):
+                edit.set(setting.name, value, setting.why, _group_flag(edit, request.key))
                 count += 1
     for flag, value, why in raw:
         if _changes(edit, flag, value):
@@ -36,6 +37,12 @@ def edit_megatron(ctx, text: str, run, requests: list[Request], raw: list[tuple[
         edit.add_header(megatron_header(run.name, run.title, ctx.megatron_input.name, ctx.align_dir, run.capture,
                                         run.settings.get("other.deterministic", True) is not False))
     return edit.text(), count
+
+
+def _counted(value: Any, name: str) -> Any:
+    """Step counts and sizes are integers in both frameworks (argparse type=int): 10.0 is written 10."""
+    counts = name.rstrip("s").endswith(("iter", "step", "size", "_num", "-num"))
+    return int(value) if isinstance(value, float) and value.is_integer() and counts else value
 
 
 def _changes(edit, flag: str, value: Any) -> bool:
@@ -100,8 +107,9 @@ def edit_mindformers(ctx, text: str, requests: list[Request], raw: list[tuple[tu
         settings = setting_for(request.key, request.value, "mindformers", ctx.generation, ctx.mf_hardware,
                                edit.has, ctx.runs.set_through, request.why)
         for setting in settings:
-            if _yaml_changes(edit, setting.name, setting.value):
-                edit.set(tuple(setting.name.split(".")), setting.value, setting.why)
+            value = _counted(setting.value, setting.name)
+            if _yaml_changes(edit, setting.name, value):
+                edit.set(tuple(setting.name.split(".")), value, setting.why)
                 count += 1
     for keys, value, why in raw:
         if _yaml_changes(edit, ".".join(keys), value):

@@ -15,7 +15,7 @@ from ..errors import InputError, location
 RUNS_FILE = "align_runs.yaml"
 SIDES = ("megatron", "mindformers")
 CAPTURES = ("batches", "grads")
-_TOP_KEYS = {"kind", "every_run", "parallel_off", "runs", "set_through", "differences"}
+_TOP_KEYS = {"kind", "every_run", "parallel_off", "runs", "set_through", "set_with", "differences"}
 _RUN_KEYS = {"title", "sides", "steps", "settings", "capture", "produces", "from"}
 
 
@@ -38,6 +38,7 @@ class RunCatalog:
     parallel_off: dict[str, Any]
     runs: dict[str, Run]
     set_through: dict[str, dict[str, str]]   # derived key -> {side: flag or yaml path}
+    set_with: dict[str, dict[str, Any]]      # key -> {other key: value} set with it on the same side
     differences: dict[str, str]              # CheckList item id -> why
 
 
@@ -115,6 +116,20 @@ def _set_through(doc, value: Any, registry) -> dict[str, dict[str, str]]:
     return {str(name): dict(sides) for name, sides in value.items()}
 
 
+def _set_with(doc, value: Any, registry) -> dict[str, dict[str, Any]]:
+    value = value or {}
+    if not isinstance(value, dict):
+        raise InputError(_where(doc, "set_with"), "expected a mapping of canonical key to {key: value}",
+                         "e.g. lr.warmup_steps: {lr.warmup_fraction: null}")
+    out = {}
+    for name, also in value.items():
+        if name not in registry.keys:
+            raise InputError(_where(doc, f"set_with.{name}"), f"unknown canonical key {name!r}",
+                             "use a key of checklists/keys.yaml")
+        out[str(name)] = _settings(doc, f"set_with.{name}", also, registry)
+    return out
+
+
 def _differences(doc, value: Any) -> dict[str, str]:
     value = value or {}
     if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
@@ -146,4 +161,5 @@ def load_runs(path: Path | None = None) -> RunCatalog:
     return RunCatalog(doc.path, _settings(doc, "every_run", data.get("every_run"), registry),
                       _settings(doc, "parallel_off", data.get("parallel_off"), registry),
                       {str(name): _run(doc, str(name), body, registry, artifacts) for name, body in runs.items()},
-                      _set_through(doc, data.get("set_through"), registry), _differences(doc, data.get("differences")))
+                      _set_through(doc, data.get("set_through"), registry), _set_with(doc, data.get("set_with"), registry),
+                      _differences(doc, data.get("differences")))
