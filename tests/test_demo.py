@@ -4,7 +4,6 @@ in Chromium. The planted faults, one demo each, are the demo tier (tests/demo_ti
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
