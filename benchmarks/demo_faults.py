@@ -34,17 +34,16 @@ def reference_checkpoint(model, train, work: Path) -> Path:
     return target
 
 
-def compare(reference_log: Path, candidate_log: Path, step: int) -> dict:
+def compare(reference, candidate, step: int) -> dict:
+    """Loss (the runs' own floats) and the local norms of the two logs, step ``step``."""
     from workbench.logs import read_log
     from workbench.logs.localnorm_compare import compare_local_norms
 
-    reference, candidate = read_log(reference_log), read_log(candidate_log)
-    losses = [frame.set_index("step")["value"] for frame in
-              (series.series[series.series["metric"] == "loss"] for series in (reference, candidate))]
-    result = compare_local_norms(reference, candidate, steps=[step])
+    result = compare_local_norms(read_log(reference.log), read_log(candidate.log), steps=[step])
     table = result.tables["parameters"]
     top = table.sort_values("relative_difference", ascending=False).iloc[0]
-    return {"loss": abs(losses[1][step] - losses[0][step]) / abs(losses[0][step]), "top": top["label"],
+    loss_a, loss_b = reference.losses[step - 1], candidate.losses[step - 1]
+    return {"loss": abs(loss_b - loss_a) / abs(loss_a), "top": top["label"],
             "top_rel": float(top["relative_difference"]), "median": float(np.nanmedian(table["relative_difference"])),
             "verdict": result.verdict}
 
@@ -75,7 +74,7 @@ def main() -> None:
             ms_run = run(RunSpec("mindformers", out=work / (name or "clean"), init=ckpt, fault=name, jit=args.jit,
                                  **common))
             for step in (1, 2):
-                found = compare(torch_run.log, ms_run.log, step)
+                found = compare(torch_run, ms_run, step)
                 print(f"{name or 'clean':20s} {step:4d} {found['loss']:9.2e} {found['top']:>44s} "
                       f"{found['top_rel']:9.2e} {found['median']:9.2e} {found['verdict']}", flush=True)
 
