@@ -106,3 +106,14 @@ def test_a_catalog_that_is_not_utf8_is_one_error(tmp_path):
 def test_an_unknown_name_lists_the_catalog():
     with pytest.raises(InputError, match="unknown fault 'nope' .use one of embedding_fp16, softmax_fp16"):
         find_fault("nope")
+
+
+def test_an_absurdly_large_catalog_is_refused_before_it_is_read(tmp_path):
+    from workbench.input_files import TEXT_LIMIT
+
+    path = tmp_path / "faults.yaml"
+    with path.open("wb") as handle:          # sparse: no disk used, the size is what the check sees
+        handle.truncate(TEXT_LIMIT + 1)
+    with pytest.raises(InputError) as error:
+        load_faults(path)
+    assert str(path) in str(error.value)

@@ -265,3 +265,13 @@ def test_train_with_a_fault_changes_the_mindspore_run_and_keeps_the_log(tmp_path
     losses = [line for line in printed.splitlines() if line.startswith("step 1:")]
     assert len(losses) == 2 and losses[0] != losses[1]
     assert (faulty / "train.log").read_text().count("loss") == (clean / "train.log").read_text().count("loss")
+
+
+def test_a_padded_checkpoint_on_the_unpadded_model_is_one_line(checkpoint, tmp_path, capsys):
+    plant_weights_fault(checkpoint, find_fault("vocab_padding"))
+    out = tmp_path / "run"
+    assert main(["reference", "train", "--side", "mindformers", "--steps", "1", "--no-jit", "--init", str(checkpoint),
+                 "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and f"{checkpoint}: does not fit the model" in error[0] and "embedding_weight" in error[0]
+    assert not out.exists()
