@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.demo.catalog import CODE_KINDS, STAGES, find_fault, load_faults
+from workbench.demo.catalog import CODE_KINDS, STAGES, find_fault, load_faults, load_thresholds
 from workbench.errors import InputError
 
 ISSUE_FAULTS = {  # issue 13's list -> (catalog name, first failing stage, plant kind)
@@ -117,3 +117,11 @@ def test_an_absurdly_large_catalog_is_refused_before_it_is_read(tmp_path):
     with pytest.raises(InputError) as error:
         load_faults(path)
     assert str(path) in str(error.value)
+
+
+def test_the_thresholds_are_validated(tmp_path):
+    assert load_thresholds().step1_loss_rtol == 5e-6
+    path = write(tmp_path, GOOD)
+    path.write_text(path.read_text() + "thresholds: {step1_loss_rtol: -1, localnorm_floor: 1, localnorm_factor: 3}\n")
+    with pytest.raises(InputError, match=r"faults.yaml:9 \[thresholds.step1_loss_rtol\]: thresholds.step1_loss_rtol is -1"):
+        load_thresholds(path)

@@ -17,7 +17,7 @@ ms = pytest.importorskip("mindspore", reason="the planted faults live in the Min
 from mindspore import Tensor  # noqa: E402
 
 from workbench.cli.main import main  # noqa: E402
-from workbench.demo.catalog import find_fault  # noqa: E402
+from workbench.demo.catalog import find_fault, load_thresholds  # noqa: E402
 from workbench.demo.faults import mindspore_model, plant_in_code, plant_replay_fault, plant_weights_fault  # noqa: E402
 from workbench.errors import InputError  # noqa: E402
 from workbench.reference import ms_model, ms_train, torch_model, torch_train  # noqa: E402
@@ -171,20 +171,22 @@ def clean_noise():
     return step1_differences(None)
 
 
-@pytest.mark.parametrize("fault,loss_factor,norm_factor", [
-    ("norm_epsilon", 10, 100),
-    ("rotary_base", 10, 100),
-    ("softmax_fp16", None, 30),
-    ("embedding_fp16", None, 30),
+@pytest.mark.parametrize("fault,stage", [
+    ("norm_epsilon", "step1_loss"),
+    ("rotary_base", "step1_loss"),
+    ("softmax_fp16", "step1_localnorm"),
+    ("embedding_fp16", "step1_localnorm"),
 ])
-def test_precision_and_model_faults_stand_above_the_clean_noise(clean_noise, fault, loss_factor, norm_factor):
+def test_code_faults_stand_above_the_clean_noise_at_their_stage(clean_noise, fault, stage):
+    """The catalog's thresholds on a small fp32 pair: the clean pair passes both step-1 checks with a wide
+    margin; each fault fails its catalog stage (a precision fault: within the loss bar, outside the norms')."""
+    thresholds = load_thresholds()
     clean_loss, clean_norms = clean_noise
+    assert clean_loss < thresholds.step1_loss_rtol / 10 and max(clean_norms.values()) < thresholds.localnorm_floor / 10
     loss, norms = step1_differences(fault)
-    assert np.isfinite(loss) and all(np.isfinite(list(norms.values())))
-    noise = max(clean_norms.values())
-    assert max(norms.values()) > norm_factor * noise, (max(norms.values()), noise)
-    if loss_factor is not None:
-        assert loss > loss_factor * max(clean_loss, 1e-8), (loss, clean_loss)
+    assert find_fault(fault).stage == stage and np.isfinite(loss) and all(np.isfinite(list(norms.values())))
+    assert (loss > thresholds.step1_loss_rtol) == (stage == "step1_loss"), loss
+    assert max(norms.values()) > max(3 * thresholds.localnorm_floor, 100 * max(clean_norms.values())), norms
 
 
 # ---------------------------------------------------------------- weights and replay faults
