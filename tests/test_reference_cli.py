@@ -48,7 +48,7 @@ def test_reference_without_a_command_is_one_line(capsys):
     (["train", "--side", "megatron", "--steps", "1", "--fault", "norm_epsilon"],
      "--fault: faults are planted on the MindSpore side, not on megatron"),
     (["train", "--side", "mindformers", "--steps", "1", "--fault", "no_such_fault"],
-     "--fault: unknown fault 'no_such_fault' (use one of embedding_fp32,"),
+     "--fault: unknown fault 'no_such_fault' (use one of embedding_fp16,"),
     (["train", "--side", "mindformers", "--steps", "1", "--fault", "gate_up_swapped"],
      "gate_up_swapped is a weights fault, planted in files, not in the model code"),
 ])
@@ -73,7 +73,7 @@ def test_the_module_alias_runs_the_same_command(tmp_path):
 def test_list_faults_prints_the_catalog(capsys):
     assert main(["reference", "--list-faults"]) == 0
     text = capsys.readouterr().out
-    for name in ("embedding_fp32", "softmax_fp16", "norm_epsilon", "rotary_base", "weight_decay_1d",
+    for name in ("embedding_fp16", "softmax_fp16", "norm_epsilon", "rotary_base", "weight_decay_1d",
                  "no_bias_correction", "lr_schedule", "gate_up_swapped", "data_off_by_one", "vocab_padding"):
         assert name in text
 

@@ -13,7 +13,7 @@ its lr with other schedule values), all by ``workbench reference train --fault N
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -156,9 +156,18 @@ def _fault(doc, index: int, entry: Any) -> Fault:
                  parameters=_parameters(doc, f"{key}.parameters", entry.get("parameters", [])))
 
 
-@lru_cache(maxsize=4)
-def load_faults(path: Path | None = None) -> dict[str, Fault]:
-    """Every fault of ``datasets/demo_faults.yaml`` (or ``path``) by name, in file order, validated."""
+@dataclass(frozen=True)
+class Thresholds:
+    """The demo's verdict thresholds for its fp32 pair (``thresholds:`` of the catalog), set from the
+    measured clean torch-vs-MindSpore noise: ``workbench loss --step1-rtol``, ``workbench localnorm
+    --floor`` and ``--factor``."""
+
+    step1_loss_rtol: float
+    localnorm_floor: float
+    localnorm_factor: float
+
+
+def _document(path: Path | None):
     from ..knowledge import knowledge_dir
     from ..yamlio import load_yaml
 
@@ -166,9 +175,31 @@ def load_faults(path: Path | None = None) -> dict[str, Fault]:
     data = doc.data if isinstance(doc.data, dict) else {}
     if data.get("kind") != "demo_faults":
         raise InputError(str(doc.path), "expected kind: demo_faults", "this file is the demo's fault catalog")
-    unknown = sorted(map(str, set(data) - {"kind", "faults"}))
+    unknown = sorted(map(str, set(data) - {"kind", "faults", "thresholds"}))
     if unknown:
-        raise InputError(_where(doc, unknown[0]), f"unknown key {unknown[0]!r}", "use kind and faults")
+        raise InputError(_where(doc, unknown[0]), f"unknown key {unknown[0]!r}", "use kind, thresholds and faults")
+    return doc, data
+
+
+@lru_cache(maxsize=4)
+def load_thresholds(path: Path | None = None) -> Thresholds:
+    """The catalog's ``thresholds:`` (every field, each a positive number), validated."""
+    from ..input_files import expect_in_range
+
+    doc, data = _document(path)
+    values = data.get("thresholds")
+    names = [item.name for item in fields(Thresholds)]
+    if not isinstance(values, dict) or sorted(values) != sorted(names):
+        raise InputError(_where(doc, "thresholds"), f"expected a mapping of {', '.join(names)}, found {_short(values)}",
+                         "state each threshold")
+    return Thresholds(**{name: float(expect_in_range(values[name], _where(doc, f"thresholds.{name}"),
+                                                     f"thresholds.{name}", minimum=1e-12)) for name in names})
+
+
+@lru_cache(maxsize=4)
+def load_faults(path: Path | None = None) -> dict[str, Fault]:
+    """Every fault of ``datasets/demo_faults.yaml`` (or ``path``) by name, in file order, validated."""
+    doc, data = _document(path)
     entries = data.get("faults")
     if not isinstance(entries, list) or not entries:
         raise InputError(_where(doc, "faults"), "expected a non-empty list of faults", "see the schema")

@@ -51,17 +51,31 @@ def plant_in_code(fault: Fault, model, train):
     planted, optimizer = NO_FAULTS, NO_OPTIMIZER_FAULTS
     if kind == "model":
         planted = PlantedFaults(**values)
-        for layer in (planted.softmax_fp16_layer, planted.norm_epsilon_layer):
-            if layer is not None and layer >= model.num_layers:
-                raise InputError("--fault", f"{fault.name} plants a fault in layer {layer}; the model has "
-                                 f"{model.num_layers} layers", "use a model with more layers")
+        _check_model_fault(fault, planted, model)
     elif kind == "precision":
+        if getattr(train.precision, values["knob"]) == values["dtype"]:
+            raise InputError("--fault", f"{fault.name} computes {values['knob']} in {values['dtype']}, as the "
+                             "config already does: it would change nothing", "use a config that differs")
         train = replace(train, precision=replace(train.precision, **{values["knob"]: values["dtype"]}))
     elif kind == "optimizer":
         optimizer = OptimizerFaults(**values)
-    elif kind == "schedule":
+    elif kind == "schedule" and train.decay_style != "constant":    # a wrong decay: constant-lr runs unchanged
         train = replace(train, **values)
     return mindspore_model(fault, model), train, planted, optimizer
+
+
+def _check_model_fault(fault: Fault, planted, model) -> None:
+    """A model fault must fit the model and change something."""
+    for layer in (planted.softmax_fp16_layer, planted.norm_epsilon_layer):
+        if layer is not None and layer >= model.num_layers:
+            raise InputError("--fault", f"{fault.name} plants a fault in layer {layer}; the model has "
+                             f"{model.num_layers} layers", "use a model with more layers")
+    same = [name for name, configured in (("rotary_base", model.rotary_base), ("norm_epsilon", model.norm_epsilon))
+            if {"rotary_base": planted.rotary_base, "norm_epsilon": planted.wrong_norm_epsilon
+                if planted.norm_epsilon_layer is not None else None}[name] == configured]
+    if same:
+        raise InputError("--fault", f"{fault.name} uses the model's own {same[0]} ({getattr(model, same[0])}): "
+                         "it would change nothing", f"use a model whose {same[0]} differs (datasets/demo_model.yaml)")
 
 
 def mindspore_model(fault: Fault, model):

@@ -31,6 +31,14 @@ def resolve_precision(precision: PrecisionConfig) -> tuple[dict, list[str]]:
     return dtypes, notes
 
 
+def accelerator_matmul(a, b):
+    """``a @ b`` on fp16/bf16 operands as the Ascend Cube unit computes it: products accumulated in fp32, the
+    result rounded once to the operands' dtype (the torch side's ``torch_model.accelerator_matmul``)."""
+    if a.dtype == ms.float32:
+        return ops.matmul(a, b)
+    return ops.cast(ops.matmul(ops.cast(a, ms.float32), ops.cast(b, ms.float32)), a.dtype)
+
+
 class Linear(nn.Cell):
     """MindFormers ``Linear``: weight [out, in] (or [E, out, in] for stacked experts), y = x W^T (+ b)."""
 
@@ -44,14 +52,20 @@ class Linear(nn.Cell):
 
     def construct(self, x):
         weight = ops.cast(self.weight, self.compute)
-        y = ops.matmul(ops.cast(x, self.compute), weight.swapaxes(-1, -2))
-        if self.has_bias:
-            y = y + ops.cast(self.bias, self.compute)
-        return y
+        if not self.has_bias:
+            return accelerator_matmul(ops.cast(x, self.compute), weight.swapaxes(-1, -2))
+        y = ops.matmul(ops.cast(x, ms.float32), ops.cast(weight, ms.float32).swapaxes(-1, -2))
+        return ops.cast(y + ops.cast(ops.cast(self.bias, self.compute), ms.float32), self.compute)
 
 
 class RMSNorm(nn.Cell):
-    """y = x * rsqrt(mean(x**2) + eps) * w, in the norm dtype; output in ``out_dtype``."""
+    """y = x * rsqrt(mean(x**2) + eps) * w on x in the norm dtype; output in ``out_dtype``.
+
+    The mean of squares and the rsqrt are computed in fp32, ``x * rsqrt`` is cast back to the norm dtype
+    and multiplied by the weight there: MindFormers ``LlamaRMSNorm`` (llama_layer.py) runs the fused
+    ``RmsNorm`` kernel (fp32 statistics) or casts to ``layernorm_compute_type`` (default fp32) and casts
+    back before the weight. An fp16 rsqrt overflows in backward at small activations (nan gradients).
+    """
 
     def __init__(self, dim: int, eps: float, dtypes: dict):
         super().__init__()
@@ -59,10 +73,10 @@ class RMSNorm(nn.Cell):
         self.eps, self.norm_dtype, self.out_dtype = eps, dtypes["norm_dtype"], dtypes["compute_dtype"]
 
     def construct(self, x):
-        x = ops.cast(x, self.norm_dtype)
-        variance = ops.mean(x * x, -1, True)
-        y = x * ops.rsqrt(variance + self.eps) * ops.cast(self.weight, self.norm_dtype)
-        return ops.cast(y, self.out_dtype)
+        wide = ops.cast(ops.cast(x, self.norm_dtype), ms.float32)
+        variance = ops.mean(wide * wide, -1, True)
+        y = ops.cast(wide * ops.rsqrt(variance + self.eps), self.norm_dtype)
+        return ops.cast(y * ops.cast(self.weight, self.norm_dtype), self.out_dtype)
 
 
 class Embedding(nn.Cell):
@@ -141,9 +155,9 @@ class Attention(nn.Cell):
         q = self.apply_rotary(q.transpose(0, 2, 1, 3), s)
         k = self._repeat_kv(self.apply_rotary(k.transpose(0, 2, 1, 3), s), b, s)
         v = self._repeat_kv(ops.cast(v, self.compute).transpose(0, 2, 1, 3), b, s)
-        scores = ops.matmul(q, k.swapaxes(-1, -2)) * self.scale + self.mask[:s, :s]
+        scores = accelerator_matmul(q, k.swapaxes(-1, -2)) * self.scale + self.mask[:s, :s]
         probs = ops.cast(ops.softmax(ops.cast(scores, self.softmax_dtype), -1), self.compute)
-        context = ops.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, self.n * self.d)
+        context = accelerator_matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, self.n * self.d)
         return self.wo(context)
 
 

@@ -9,6 +9,7 @@ batches: synthetic from a seed, or an .npz both sides read.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +144,19 @@ def _megatron_trainer(spec: RunSpec):
 
     net = torch_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed)
     if spec.init is not None:
-        torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(spec.init))
+        with _fitting(spec.init):
+            torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(spec.init))
     return lambda: torch_train.MegatronStyleTrainer(net, spec.train), net
+
+
+@contextmanager
+def _fitting(path: Path):
+    """A checkpoint whose names or shapes are not the model's is bad input (e.g. another size, a padded vocabulary)."""
+    try:
+        yield
+    except (KeyError, ValueError) as error:
+        raise InputError(str(path), f"does not fit the model ({str(error).strip(chr(39))})",
+                         "pass --config with the model the checkpoint was written for") from None
 
 
 def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
@@ -168,7 +180,8 @@ def _mindformers_trainer(spec: RunSpec):
         model, train, faults, optimizer_faults = plant_in_code(code_fault(spec.fault, spec.side), model, train)
     net = ms_model.build_model(model, train.precision, seed=train.seed, qkv_concat=spec.qkv_concat, faults=faults)
     if spec.init is not None:
-        ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
+        with _fitting(spec.init):
+            ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
     return lambda: ms_train.MindFormersStyleTrainer(net, train, jit=spec.jit, faults=optimizer_faults), net
 
 

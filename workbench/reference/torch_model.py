@@ -17,13 +17,15 @@ Megatron's module registration order, e.g. ``linear_proj`` before ``linear_qkv``
     decoder.final_layernorm.weight                                    [h]
     output_layer.weight                                               [V, h]
 
-Dtypes (``PrecisionConfig``): params stored in ``param_dtype``; matmuls in ``compute_dtype``;
+Dtypes (``PrecisionConfig``): params stored in ``param_dtype``; matmuls in ``compute_dtype`` (fp16/bf16
+operands accumulated in fp32, as accelerators do: :func:`accelerator_matmul`);
 RMSNorm in ``norm_dtype``; softmax in ``softmax_dtype`` (the 1/sqrt(d) scale is applied in
 compute dtype before the cast, as Megatron's local path); RoPE frequencies fp32, cos/sin
 evaluated in ``rotary_dtype`` then cast to compute dtype (Megatron ``apply_rotary_pos_emb``);
 residual stream in ``residual_dtype``; router logits, top-k softmax and MoE combine fp32;
-logits returned fp32. ``embedding_dtype`` (MindFormers only) is unused: the gathered rows
-(param dtype) are cast to the residual dtype.
+logits returned fp32. The gathered embedding rows enter the network in ``embedding_dtype``
+(Megatron: the activation dtype of Float16Module; checklists/keys.yaml precision.embedding_dtype),
+then the residual dtype.
 
 The fused layouts (``linear_qkv`` grouped per query group, ``linear_fc1`` = ``[gate; up]``) are
 sketched, and split/fused, by :mod:`workbench.reference.layouts`.
@@ -57,6 +59,7 @@ class Dtypes:
     def __init__(self, precision: PrecisionConfig):
         self.param = torch_dtype(precision.param_dtype)
         self.compute = torch_dtype(precision.compute_dtype)
+        self.embedding = torch_dtype(precision.embedding_dtype)
         self.softmax = torch_dtype(precision.softmax_dtype)
         self.norm = torch_dtype(precision.norm_dtype)
         self.rotary = torch_dtype(precision.rotary_dtype)
@@ -70,10 +73,25 @@ class RMSNorm(nn.Module):
         self.eps, self.dtypes = eps, dtypes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """RMSNorm in norm dtype; the result is returned in compute dtype."""
+        """RMSNorm of x in norm dtype: mean of squares and rsqrt in fp32, x * rsqrt cast back to the norm
+        dtype, times the weight in the norm dtype (``torch.nn.RMSNorm``, which Megatron-core's local spec uses:
+        its ``rms_norm`` upcasts half inputs to fp32 for the statistics; an fp16 rsqrt overflows in backward
+        at small activations); the result is returned in compute dtype."""
         x = x.to(self.dtypes.norm)
-        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(self.dtypes.norm)
-        return y.to(self.dtypes.compute)
+        wide = x.float()
+        y = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)).to(self.dtypes.norm)
+        return (y * self.weight.to(self.dtypes.norm)).to(self.dtypes.compute)
+
+
+def accelerator_matmul(op, *operands):
+    """``op`` (a matmul) on fp16/bf16 operands as GPUs and NPUs compute it: products accumulated in fp32, the
+    result rounded once to the operands' dtype (pytorch aten/src/ATen/cuda/CUDABlas.cpp
+    ``gemm_internal_cublas_half_helper``: ``cublasGemmEx`` with compute type ``CUDA_R_32F``; the Ascend Cube
+    unit accumulates fp16 in fp32). fp32 operands: ``op`` as is. Also 5-10x faster than CPU half kernels."""
+    dtype = operands[0].dtype
+    if dtype == torch.float32:
+        return op(*operands)
+    return op(*(None if operand is None else operand.float() for operand in operands)).to(dtype)
 
 
 class Linear(nn.Module):
@@ -88,7 +106,7 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cd = self.dtypes.compute
         bias = None if self.bias is None else self.bias.to(cd)
-        return F.linear(x.to(cd), self.weight.to(cd), bias)
+        return accelerator_matmul(F.linear, x.to(cd), self.weight.to(cd), bias)
 
 
 def rotary_tables(seq_length: int, head_dim: int, base: float, rotary_dtype: torch.dtype):
@@ -115,12 +133,12 @@ def causal_attention(q, k, v, softmax_dtype: torch.dtype) -> torch.Tensor:
     repeats = q.shape[2] // k.shape[2]
     q, k, v = q.transpose(1, 2), k.repeat_interleave(repeats, 2).transpose(1, 2), v.repeat_interleave(
         repeats, 2).transpose(1, 2)
-    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    scores = accelerator_matmul(torch.matmul, q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
     seq = q.shape[2]
     future = torch.ones(seq, seq, dtype=torch.bool).triu(1)
     scores = scores.to(softmax_dtype).masked_fill(future, float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(v.dtype)
-    return torch.matmul(probs, v).transpose(1, 2)
+    return accelerator_matmul(torch.matmul, probs, v).transpose(1, 2)
 
 
 class SelfAttention(nn.Module):
@@ -252,7 +270,8 @@ class GPTModel(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         cfg = self.config
         cos, sin = rotary_tables(tokens.shape[1], cfg.head_dim, cfg.rotary_base, self.dtypes.rotary)
-        h = F.embedding(tokens, self.embedding.word_embeddings.weight).to(self.dtypes.residual)
+        rows = F.embedding(tokens, self.embedding.word_embeddings.weight.to(self.dtypes.embedding))
+        h = rows.to(self.dtypes.residual)
         for layer in self.decoder.layers:
             h = layer(h, cos, sin)
         return self.output_layer(self.decoder.final_layernorm(h)).float()
