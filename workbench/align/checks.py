@@ -79,8 +79,11 @@ def check_step1_localnorm(plan: Plan) -> StageCheck:
     from ..logs import read_log
     from ..logs.localnorm_compare import compare_local_norms
 
+    from ..logs.localnorm_compare import NormThresholds
+
     result = compare_local_norms(read_log(plan.artifacts["megatron_step_log"]),
-                                 read_log(plan.artifacts["mindformers_step_log"]), steps=[1])
+                                 read_log(plan.artifacts["mindformers_step_log"]), steps=[1],
+                                 thresholds=NormThresholds(**plan.thresholds.get("localnorm", {})))
     return _outcome([result], lambda: _first_value(result.main_table, "status", "pass", "label", "outlier"))
 
 
@@ -89,7 +92,8 @@ def check_step2_optimizer(plan: Plan) -> StageCheck:
     from ..grads.optim_result import optim_check
 
     loss = _loss(plan, "megatron_step_log", "mindformers_step_log", steps=2)
-    options = CheckOptions(megatron=plan.artifacts.get("megatron_config") if plan.present("megatron_config") else None)
+    options = CheckOptions(megatron=plan.artifacts.get("megatron_config") if plan.present("megatron_config") else None,
+                           **plan.thresholds.get("optim_check", {}))
     optimizer = optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"], options)
     return _outcome([loss, optimizer], lambda: _optimizer_culprit(optimizer))
 
@@ -139,10 +143,12 @@ def _loss(plan: Plan, reference: str, candidate: str, steps: int | None = None, 
     from ..logs import read_log
     from ..logs.loss_compare import compare_loss, keep_first_steps
 
+    from ..logs.loss_compare import LossThresholds
+
     series = [read_log(plan.artifacts[name]) for name in (reference, candidate, *baselines)]
     if steps is not None:
         series = [keep_first_steps(one, steps) for one in series]
-    return compare_loss(series[0], series[1], series[2:], metric)
+    return compare_loss(series[0], series[1], series[2:], metric, LossThresholds(**plan.thresholds.get("loss", {})))
 
 
 def _first_value(table, status_column: str, passing: str, name_column: str, wanted: str | None = None) -> str | None:

@@ -9,6 +9,10 @@
       - {item: parallel_optimizer, why: "..."}
     runs:                            # how the artifacts are made (for people; the report shows it)
       step12: {megatron: megatron/step12.sh, mindformers: mindformers/step12.yaml, produces: [...]}
+    thresholds:                      # optional: the commands' thresholds the stages use (defaults: theirs)
+      loss: {step1_rtol: 5.0e-6}     # workbench loss --step1-rtol / --mean-rtol
+      localnorm: {floor: 1.0e-5, factor: 3}   # workbench localnorm --floor / --factor
+      optim_check: {rtol: 1.0e-6}    # workbench optim-check --rtol
 
 Paths are relative to the plan's folder (absolute ones are kept). Unknown artifact names are an error.
 """
@@ -23,7 +27,9 @@ from .stages import StageCatalog, load_stages
 
 PLAN_FILE = "plan.yaml"
 SCHEMA = "workbench.plan/1"
-_PLAN_KEYS = {"schema", "inputs", "artifacts", "differences", "runs"}
+_PLAN_KEYS = {"schema", "inputs", "artifacts", "differences", "runs", "thresholds"}
+THRESHOLDS = {"loss": ("step1_rtol", "mean_rtol"), "localnorm": ("floor", "factor"), "optim_check": ("rtol",)}
+"""The thresholds a plan may set, per command (each a positive number; the command's default otherwise)."""
 
 
 @dataclass
@@ -33,6 +39,7 @@ class Plan:
     differences: list[dict[str, str]] = field(default_factory=list)
     inputs: dict[str, str] = field(default_factory=dict)
     runs: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -74,7 +81,32 @@ def read_plan(path: Path | str, catalog: StageCatalog | None = None) -> Plan:
         raise InputError(str(file), f"unknown keys {', '.join(sorted(map(str, unknown)))}",
                          f"a plan has {', '.join(sorted(_PLAN_KEYS))}")
     return Plan(file, _artifacts(doc, catalog), _differences(doc), _strings(doc, "inputs"),
-                data.get("runs") if isinstance(data.get("runs"), dict) else {})
+                data.get("runs") if isinstance(data.get("runs"), dict) else {}, _thresholds(doc))
+
+
+def _thresholds(doc) -> dict[str, dict[str, float]]:
+    import math
+
+    given = doc.data.get("thresholds") or {}
+    where = location(doc.path, doc.lines.get("thresholds"), "thresholds")
+    if not isinstance(given, dict):
+        raise InputError(where, "expected a mapping of command to thresholds", "e.g. loss: {step1_rtol: 5.0e-6}")
+    chosen = {}
+    for command, values in given.items():
+        key = f"thresholds.{command}"
+        where = location(doc.path, doc.lines.get(key), key)
+        if command not in THRESHOLDS or not isinstance(values, dict):
+            raise InputError(where, f"expected one of {', '.join(THRESHOLDS)} with a mapping of thresholds",
+                             "e.g. localnorm: {floor: 1.0e-5, factor: 3}")
+        for name, value in values.items():
+            if name not in THRESHOLDS[command]:
+                raise InputError(location(doc.path, doc.lines.get(f"{key}.{name}"), f"{key}.{name}"),
+                                 f"unknown threshold {name!r}", f"{command} takes {', '.join(THRESHOLDS[command])}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise InputError(location(doc.path, doc.lines.get(f"{key}.{name}"), f"{key}.{name}"),
+                                 f"expected a positive number, found {value!r}", "e.g. 1.0e-5")
+        chosen[command] = {name: float(value) for name, value in values.items()}
+    return chosen
 
 
 def _artifacts(doc, catalog: StageCatalog) -> dict[str, Path]:

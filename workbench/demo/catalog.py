@@ -21,9 +21,13 @@ from typing import Any
 from ..errors import InputError, location
 
 CATALOG_FILE = "demo_faults.yaml"
-STAGES = ("checklist", "weights", "data", "step1_loss", "step1_localnorm", "step2_optimizer", "lr0_long", "noise",
-          "long", "dumps")
-"""The method's stages in order (issue 13): a fault's ``stage`` is the first one that must fail."""
+
+
+def stages() -> tuple[str, ...]:
+    """The method's stages in order (datasets/align_stages.yaml): a fault's ``stage`` is the first one that must fail."""
+    from ..align.stages import load_stages
+
+    return load_stages().ids
 
 DTYPES = ("fp32", "fp16", "bf16")
 PRECISION_KNOBS = ("param_dtype", "compute_dtype", "embedding_dtype", "softmax_dtype", "norm_dtype", "rotary_dtype",
@@ -54,7 +58,7 @@ class Plant:
 class Fault:
     name: str
     title: str
-    stage: str            # the first stage of the method that must fail (STAGES)
+    stage: str            # the first stage of the method that must fail (stages())
     component: str        # what the report must name
     plant: Plant
     why: str              # why this stage, from the measured numbers
@@ -150,7 +154,7 @@ def _fault(doc, index: int, entry: Any) -> Fault:
         raise InputError(_where(doc, f"{key}.name"), f"name {name!r} is not a lower-case identifier",
                          "use letters, digits and _ (it is typed on command lines)")
     return Fault(name=name, title=_text(doc, f"{key}.title", entry["title"]),
-                 stage=_choice(doc, f"{key}.stage", entry["stage"], STAGES),
+                 stage=_choice(doc, f"{key}.stage", entry["stage"], stages()),
                  component=_text(doc, f"{key}.component", entry["component"]),
                  plant=_plant(doc, f"{key}.plant", entry["plant"]), why=_text(doc, f"{key}.why", entry["why"]),
                  parameters=_parameters(doc, f"{key}.parameters", entry.get("parameters", [])))

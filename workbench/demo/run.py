@@ -28,6 +28,8 @@ from ..knowledge import knowledge_dir
 PAIR = ("demo_megatron.sh", "demo_mindformers.yaml")
 """The demo's own config pair, shipped in checklists/examples/ (the model sized in datasets/demo_model.yaml)."""
 LONG_STEPS = 40
+MICRO_BATCH = 4
+"""The demo pair's --micro-batch-size (runner_config.batch_size): the faults were measured with it."""
 REPORT = "report.html"
 
 
@@ -96,7 +98,21 @@ def _prepare(out: Path, long_steps: int):
     examples = knowledge_dir("checklists") / "examples"
     out.mkdir(parents=True, exist_ok=True)
     prepare(examples / PAIR[0], examples / PAIR[1], out / "align", long_steps=long_steps)
+    _add_thresholds(out / "align" / "plan.yaml")
     return read_plan(out / "align")
+
+
+def _add_thresholds(plan_file: Path) -> None:
+    """The demo's thresholds (``thresholds:`` of datasets/demo_faults.yaml, from its measured clean noise) into
+    the plan, for the stages that compare losses and local norms of its fp32 pair."""
+    from ..fileio import write_text
+    from .catalog import load_thresholds
+
+    chosen = load_thresholds()
+    write_text(plan_file, plan_file.read_text() + (
+        "thresholds:   # the demo's fp32 pair: datasets/demo_faults.yaml thresholds (measured clean noise)\n"
+        f"  loss: {{step1_rtol: {chosen.step1_loss_rtol!r}}}\n"
+        f"  localnorm: {{floor: {chosen.localnorm_floor!r}, factor: {chosen.localnorm_factor!r}}}\n"))
 
 
 def _report(plan, page: Path):
@@ -155,7 +171,7 @@ class _Runs:
 
         model, train = self.configs("long", "megatron")
         steps = max(train.steps, 2)
-        reference = synthetic_batches(model, steps, micro_batch_size=2, seed=train.seed)
+        reference = synthetic_batches(model, steps, micro_batch_size=MICRO_BATCH, seed=train.seed)
         record(reference, self.path("megatron_batches"))
         replayed = replay_for_mindspore(self.path("megatron_batches"), self.path("mindformers_batches"), self.fault)
         save_npz(reference, self.work / "megatron_batches.npz")
