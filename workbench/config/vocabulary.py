@@ -122,11 +122,22 @@ def reference_sections(values: Mapping[str, Any], missing: Callable[[str], Excep
     return out
 
 
-def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
-    """The reference ModelConfig of these canonical values (not yet validated)."""
+def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None,
+                 where: str = "canonical config"):
+    """The reference ModelConfig of these canonical values (not yet validated). A key whose alias is a
+    computed property (``model.head_dim``) must agree with it: the reference has no field to follow it."""
     from ..reference.config import ModelConfig
 
-    return ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
+    model = ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
+    for key, aliases in vocabulary(registry).reference:
+        for alias in aliases:
+            computed = getattr(model, alias.name) if alias.section == "model" else None
+            if alias.name in field_kinds(ModelConfig) or computed is None or key not in values:
+                continue
+            if not _same(computed, _mapped(values[key], alias.value_map)):
+                raise InputError(where, f"{key} is {values[key]!r}; the reference model computes {alias.field} = "
+                                 f"{computed!r} and cannot follow it", f"use sizes where {key} is {computed!r}")
+    return model
 
 
 def train_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
