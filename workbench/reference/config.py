@@ -115,6 +115,7 @@ class TrainConfig:
     optimizer: str = "adamw"         # adamw (bias correction) | adam_weight_decay (MindFormers, none)
     seed: int = 1234
     log_local_norms: bool = False
+    deterministic: bool = True       # False: the torch side accumulates samples in a shuffled order (noise band)
     schedule_steps: int = 0          # length the lr schedule is defined over (0: steps); a run may be shorter
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
 
