@@ -233,3 +233,15 @@ def test_a_new_reference_alias_is_read_and_written_by_key(knowledge):
     clear_caches()
     values = vocabulary.canonical_values(ModelConfig(seq_length=64))
     assert values["model.max_position_embeddings"] == 64 and "model.seq_length" not in values
+
+
+def test_a_size_the_reference_computes_must_agree(tmp_path):
+    from workbench.reference.from_canonical import configs_from_file
+    from workbench_testing import EXAMPLE_MEGATRON
+
+    script = tmp_path / "kv.sh"
+    script.write_text(EXAMPLE_MEGATRON.read_text().replace("--num-layers 2", "--num-layers 2\n    --kv-channels 32"))
+    with pytest.raises(InputError) as error:
+        configs_from_file(script, "megatron")
+    assert str(error.value).startswith(f"{script}: model.head_dim is 32; the reference model computes "
+                                       "model.head_dim = 16")

@@ -9,27 +9,30 @@ Schema (every kind optional; see the comment at the top of keys.yaml)::
       reference: model.hidden_size # the reference run's field (section.field, workbench/reference/config.py), or
                                    # {field: F, map: {...}, optional: true, requires: KEY, unset: V}, or a list
 
-This module only parses one key's block (shapes and types, with the file, line and key); the checks
-across keys (duplicates, unknown parameters, fields or keys) are in :mod:`workbench.config.vocabulary`.
+:func:`parse_aliases` parses one key's block (shapes and types, with the file, line and key);
+:func:`check_aliases` checks them across keys once the registry is parsed (one owner per name, real
+parameters, fields and keys) and indexes them; :mod:`workbench.config.vocabulary` translates with them.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import InputError
+from ..errors import InputError, location
 
 KINDS = ("spec", "hf", "reference")
 SPEC_FIELDS = {"name", "stated", "fallback", "map"}
 REFERENCE_FIELDS = {"field", "map", "optional", "requires", "unset"}
 NO_VALUE: Any = object()
 _SCALARS = (str, int, float, bool)
+SIZE_TYPES = ("int", "any")                    # key types a spec parameter or HF size may have
 
 
 @dataclass(frozen=True)
 class SpecAlias:
-    """The spec parameter of a key. ``stated``: only a value the config itself writes (an argument or yaml
-    path of the key), never a default or derivation; ``fallback``: used when the parameter's own key is not
+    """The spec parameter of a key. ``stated``: only a value the config states (an argument or yaml path
+    of the key, or a flag its derivation reads), never a default; ``fallback``: used when the parameter's own key is not
     settled; ``map``: canonical value -> parameter value (``None``: the parameter is not given)."""
 
     name: str
@@ -158,6 +161,96 @@ def _map(raw: Any, where: str, *, allow_null: bool) -> tuple[tuple[Any, Any], ..
         raise InputError(where, "map gives two canonical values the same value, so it cannot be read back",
                          "give each canonical value its own value")
     return tuple(raw.items())
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The aliases of one registry, indexed (built once at load by :func:`check_aliases`)."""
+
+    spec: tuple[tuple[str, SpecAlias], ...]                 # (key, alias); fallbacks last
+    hf: tuple[tuple[str, tuple[str, ...]], ...]             # (key, HF names)
+    reference: tuple[tuple[str, tuple[ReferenceAlias, ...]], ...]   # (key, fields), registry order
+
+
+# ----------------------------------------------------------------------------- checks at load
+
+def check_aliases(registry) -> Vocabulary:
+    """Every alias names a real parameter / field, and no name belongs to two keys; the index of them all."""
+    owners: dict[tuple[str, str], str] = {}
+    for key, spec in registry.keys.items():
+        where = location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases")
+        aliases = spec.aliases
+        if (aliases.spec or aliases.hf) and spec.type not in SIZE_TYPES:
+            raise InputError(where, f"{key} is a {spec.type} key; spec and hf aliases name sizes (int keys)",
+                             "remove the alias, or alias an int key")
+        if aliases.hf and not aliases.spec:
+            raise InputError(where, "an hf alias needs a spec alias (HF names here are model sizes)",
+                             "add spec: PARAMETER, or state the HF key in the family's hf_config block")
+        names = [("hf", name) for name in aliases.hf] + [("reference", ref.field) for ref in aliases.reference]
+        if aliases.spec and not aliases.spec.fallback:
+            names.append(("spec", aliases.spec.name))
+        for kind_name in names:
+            if kind_name in owners:
+                raise InputError(where, f"{kind_name[0]} alias {kind_name[1]!r} is already the alias of "
+                                 f"{owners[kind_name]}", "give each name to one canonical key")
+            owners[kind_name] = key
+        _check_spec(aliases.spec, where)
+        for ref in aliases.reference:
+            _check_field(ref, where)
+    _check_links(registry, owners)
+    return _index(registry)
+
+
+def _check_spec(alias: SpecAlias | None, where: str) -> None:
+    from ..spec.model_params import PARAM_NAMES
+
+    if alias is not None and alias.name not in PARAM_NAMES:
+        raise InputError(where, f"spec parameter {alias.name!r} is not a size of the converter specs",
+                         f"use one of {', '.join(sorted(PARAM_NAMES))} (workbench/spec/model_params.py)")
+
+
+def _check_field(ref: ReferenceAlias, where: str) -> None:
+    sections = reference_classes()
+    if ref.section not in sections:
+        raise InputError(where, f"reference section {ref.section!r} is unknown", f"use {', '.join(sections)}")
+    cls = sections[ref.section]
+    if ref.name not in field_kinds(cls) and not isinstance(getattr(cls, ref.name, None), property):
+        raise InputError(where, f"{cls.__name__} has no field {ref.name!r}",
+                         f"use one of {', '.join(sorted(field_kinds(cls)))}")
+
+
+def _check_links(registry, owners: dict[tuple[str, str], str]) -> None:
+    for key, spec in registry.keys.items():
+        where = location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases")
+        alias = spec.aliases.spec
+        if alias is not None and alias.fallback and ("spec", alias.name) not in owners:
+            raise InputError(where, f"fallback for spec parameter {alias.name!r}, which no key owns",
+                             "give the parameter to one key without fallback: true")
+        for ref in spec.aliases.reference:
+            required = registry.keys.get(ref.requires)
+            if ref.requires and (required is None or not required.aliases.reference):
+                raise InputError(where, f"requires {ref.requires!r}, which is not a key with a reference field",
+                                 "name a canonical key that has a reference alias")
+
+
+def _index(registry) -> Vocabulary:
+    items = registry.keys.items()
+    spec = [(key, s.aliases.spec) for key, s in items if s.aliases.spec]
+    return Vocabulary(tuple(sorted(spec, key=lambda pair: pair[1].fallback)),
+                      tuple((key, s.aliases.hf) for key, s in items if s.aliases.hf),
+                      tuple((key, s.aliases.reference) for key, s in items if s.aliases.reference))
+
+
+def reference_classes() -> dict[str, type]:
+    """Reference section -> its dataclass (the sections of a reference run config, reference/run_config.py)."""
+    from ..reference.config import ModelConfig, PrecisionConfig, TrainConfig
+
+    return {"model": ModelConfig, "train": TrainConfig, "precision": PrecisionConfig}
+
+
+def field_kinds(cls: type) -> dict[str, str]:
+    """A reference dataclass's plain fields -> their type name (``int``, ``float``, ``bool``, ``str``)."""
+    return {f.name: str(f.type) for f in dataclasses.fields(cls) if f.name != "precision"}
 
 
 def _word(value: Any) -> str:

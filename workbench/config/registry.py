@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InputError, location
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
-from .aliases import Aliases, parse_aliases
+from .aliases import Aliases, check_aliases, parse_aliases
 from .values import Bounds, parse_bounds
 
 TYPES = ("int", "float", "bool", "str", "dtype", "any")
@@ -72,7 +72,7 @@ class KeySpec:
 class Registry:
     keys: dict[str, KeySpec]
     path: Path
-    vocabulary: Any = None          # the keys' aliases indexed (workbench/config/vocabulary.py)
+    vocabulary: Any = None          # the keys' aliases indexed (aliases.Vocabulary)
 
     def __getitem__(self, key: str) -> KeySpec:
         return self.keys[key]
@@ -180,8 +180,6 @@ def _check_copies(keys: dict[str, KeySpec], doc: YamlDoc) -> None:
 def parse_registry(doc: YamlDoc) -> Registry:
     if not isinstance(doc.data, dict) or not isinstance(doc.data.get("keys"), dict):
         raise InputError(str(doc.path), "expected a top-level 'keys:' mapping", "see checklists/keys.yaml")
-    from .vocabulary import check_aliases  # local: the vocabulary is built on the registry
-
     keys = {key: _parse_key(key, raw, doc) for key, raw in doc.data["keys"].items()}
     _check_copies(keys, doc)
     registry = Registry(keys, doc.path)

@@ -1,8 +1,8 @@
 """The one size vocabulary: canonical keys, and their names as spec parameters, HF keys, reference fields.
 
-Each canonical key of ``checklists/keys.yaml`` may declare ``aliases:`` (parsed by
-:mod:`workbench.config.aliases`); this module checks them across keys when the registry loads and
-translates by key, with no per-name tables in Python::
+Each canonical key of ``checklists/keys.yaml`` may declare ``aliases:`` (parsed and checked when the
+registry loads, :mod:`workbench.config.aliases`); this module translates by key, with no per-name
+tables in Python::
 
     spec_params(values)                  canonical values -> converter-spec size parameters
     hf_to_canonical(config)              HF config.json -> canonical values (the keys it names)
@@ -17,107 +17,17 @@ for a resolved :class:`~workbench.config.canonical.TrainingConfig`. Every functi
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..errors import InputError, location
-from .aliases import NO_VALUE, ReferenceAlias, SpecAlias
-
-SIZE_TYPES = ("int", "any")                    # key types a spec parameter or HF size may have
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """The aliases of one registry, indexed (built once at load by :func:`check_aliases`)."""
-
-    spec: tuple[tuple[str, SpecAlias], ...]                 # (key, alias); fallbacks last
-    hf: tuple[tuple[str, tuple[str, ...]], ...]             # (key, HF names)
-    reference: tuple[tuple[str, tuple[ReferenceAlias, ...]], ...]   # (key, fields), registry order
+from ..errors import InputError
+from .aliases import NO_VALUE, ReferenceAlias, Vocabulary, field_kinds, reference_classes
 
 
 def vocabulary(registry=None) -> Vocabulary:
+    """The registry's aliases, indexed (checked when the registry loaded)."""
     from .registry import load_registry
 
     return (registry or load_registry()).vocabulary
-
-
-# ----------------------------------------------------------------------------- checks at load
-
-def check_aliases(registry) -> Vocabulary:
-    """Every alias names a real parameter / field, and no name belongs to two keys; the index of them all."""
-    owners: dict[tuple[str, str], str] = {}
-    for key, spec in registry.keys.items():
-        where = location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases")
-        aliases = spec.aliases
-        if (aliases.spec or aliases.hf) and spec.type not in SIZE_TYPES:
-            raise InputError(where, f"{key} is a {spec.type} key; spec and hf aliases name sizes (int keys)",
-                             "remove the alias, or alias an int key")
-        if aliases.hf and not aliases.spec:
-            raise InputError(where, "an hf alias needs a spec alias (HF names here are model sizes)",
-                             "add spec: PARAMETER, or state the HF key in the family's hf_config block")
-        names = [("hf", name) for name in aliases.hf] + [("reference", ref.field) for ref in aliases.reference]
-        if aliases.spec and not aliases.spec.fallback:
-            names.append(("spec", aliases.spec.name))
-        for kind_name in names:
-            if kind_name in owners:
-                raise InputError(where, f"{kind_name[0]} alias {kind_name[1]!r} is already the alias of "
-                                 f"{owners[kind_name]}", "give each name to one canonical key")
-            owners[kind_name] = key
-        _check_spec(aliases.spec, where)
-        for ref in aliases.reference:
-            _check_field(ref, where)
-    _check_links(registry, owners)
-    return _index(registry)
-
-
-def _check_spec(alias: SpecAlias | None, where: str) -> None:
-    from ..spec.model_params import PARAM_NAMES
-
-    if alias is not None and alias.name not in PARAM_NAMES:
-        raise InputError(where, f"spec parameter {alias.name!r} is not a size of the converter specs",
-                         f"use one of {', '.join(sorted(PARAM_NAMES))} (workbench/spec/model_params.py)")
-
-
-def _check_field(ref: ReferenceAlias, where: str) -> None:
-    sections = _sections()
-    if ref.section not in sections:
-        raise InputError(where, f"reference section {ref.section!r} is unknown", f"use {', '.join(sections)}")
-    cls = sections[ref.section]
-    if ref.name not in _fields(cls) and not isinstance(getattr(cls, ref.name, None), property):
-        raise InputError(where, f"{cls.__name__} has no field {ref.name!r}",
-                         f"use one of {', '.join(sorted(_fields(cls)))}")
-
-
-def _check_links(registry, owners: dict[tuple[str, str], str]) -> None:
-    for key, spec in registry.keys.items():
-        where = location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases")
-        alias = spec.aliases.spec
-        if alias is not None and alias.fallback and ("spec", alias.name) not in owners:
-            raise InputError(where, f"fallback for spec parameter {alias.name!r}, which no key owns",
-                             "give the parameter to one key without fallback: true")
-        for ref in spec.aliases.reference:
-            required = registry.keys.get(ref.requires)
-            if ref.requires and (required is None or not required.aliases.reference):
-                raise InputError(where, f"requires {ref.requires!r}, which is not a key with a reference field",
-                                 "name a canonical key that has a reference alias")
-
-
-def _index(registry) -> Vocabulary:
-    items = registry.keys.items()
-    spec = [(key, s.aliases.spec) for key, s in items if s.aliases.spec]
-    return Vocabulary(tuple(sorted(spec, key=lambda pair: pair[1].fallback)),
-                      tuple((key, s.aliases.hf) for key, s in items if s.aliases.hf),
-                      tuple((key, s.aliases.reference) for key, s in items if s.aliases.reference))
-
-
-def _sections() -> dict[str, type]:
-    from ..reference.config import ModelConfig, PrecisionConfig, TrainConfig
-
-    return {"model": ModelConfig, "train": TrainConfig, "precision": PrecisionConfig}
-
-
-def _fields(cls: type) -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(cls) if f.name != "precision"}
 
 
 # ----------------------------------------------------------------------------- canonical values
@@ -127,13 +37,17 @@ def known_values(config) -> dict[str, Any]:
     return {key: item.value for key, item in config.values.items() if item.known}
 
 
-def stated_in(raw, registry=None) -> Callable[[str], bool]:
-    """key -> whether the raw config itself writes one of the key's arguments / yaml paths."""
+def stated_in(config, raw, registry=None) -> Callable[[str], bool]:
+    """key -> whether the config itself states it: one of the key's arguments / yaml paths is written in
+    ``raw`` (a model class's default included), or ``config`` settled it from a flag it writes (kind set)."""
     from .registry import load_registry
 
     registry = registry or load_registry()
 
     def stated(key: str) -> bool:
+        item = config.values.get(key)
+        if item is not None and item.kind == "set":
+            return True
         side = registry[key].side(raw.framework, raw.generation)
         return any(getattr(raw.values.get(source.name), "value", None) is not None
                    for source in (side.sources if side else ()))
@@ -190,13 +104,13 @@ def reference_sections(values: Mapping[str, Any], missing: Callable[[str], Excep
     A key that is absent from ``values`` raises ``missing(key)`` unless its alias is ``optional`` or has an
     ``unset`` value; ``requires:`` fields are set only when the required key's field is non-zero."""
     missing = missing or _missing
-    out: dict[str, dict[str, Any]] = {name: {} for name in _sections()}
+    out: dict[str, dict[str, Any]] = {name: {} for name in reference_classes()}
     entries = vocabulary(registry).reference
     for deferred in (False, True):            # the fields a `requires:` reads are set first
         for key, aliases in entries:
             for alias in aliases:
                 if (bool(alias.requires) != deferred or alias.section not in sections
-                        or alias.name not in _fields(_sections()[alias.section])):
+                        or alias.name not in field_kinds(reference_classes()[alias.section])):
                     continue
                 if alias.requires and not _field_value(out, _first(entries, alias.requires)):
                     continue
@@ -208,11 +122,22 @@ def reference_sections(values: Mapping[str, Any], missing: Callable[[str], Excep
     return out
 
 
-def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
-    """The reference ModelConfig of these canonical values (not yet validated)."""
+def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None,
+                 where: str = "canonical config"):
+    """The reference ModelConfig of these canonical values (not yet validated). A key whose alias is a
+    computed property (``model.head_dim``) must agree with it: the reference has no field to follow it."""
     from ..reference.config import ModelConfig
 
-    return ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
+    model = ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
+    for key, aliases in vocabulary(registry).reference:
+        for alias in aliases:
+            computed = getattr(model, alias.name) if alias.section == "model" else None
+            if alias.name in field_kinds(ModelConfig) or computed is None or key not in values:
+                continue
+            if not _same(computed, _mapped(values[key], alias.value_map)):
+                raise InputError(where, f"{key} is {values[key]!r}; the reference model computes {alias.field} = "
+                                 f"{computed!r} and cannot follow it", f"use sizes where {key} is {computed!r}")
+    return model
 
 
 def train_config(values: Mapping[str, Any], missing: Callable[[str], Exception] | None = None, registry=None):
@@ -272,12 +197,12 @@ def _field_value(sections: dict[str, dict[str, Any]], alias: ReferenceAlias) -> 
     section = sections[alias.section]
     if alias.name in section:
         return section[alias.name]
-    cls = _sections()[alias.section]
+    cls = reference_classes()[alias.section]
     return next(f.default for f in dataclasses.fields(cls) if f.name == alias.name)
 
 
 def _field_type(alias: ReferenceAlias, value: Any) -> Any:
-    kind = _fields(_sections()[alias.section])[alias.name]
+    kind = field_kinds(reference_classes()[alias.section])[alias.name]
     convert = {"int": int, "float": float, "bool": bool, "str": str}.get(kind)
     return convert(value) if convert is not None and value is not None else value
 

@@ -157,8 +157,8 @@ MAX_STEPS = 1_000_000
 def check_ranges(config: Any, section: str, locate: Callable[[str], str]) -> None:
     """Every numeric field of ``config`` against the range of the canonical key it is the alias of
     (``reference:`` aliases in checklists/keys.yaml); a field at its ``unset:`` value means "not given"."""
-    from ..config.registry import load_registry
     from ..config.aliases import NO_VALUE
+    from ..config.registry import load_registry
     from ..config.vocabulary import reference_field_keys, to_canonical
     from ..input_files import expect
 

@@ -31,7 +31,8 @@ def _unsettled(config: TrainingConfig) -> Callable[[str], InputError]:
 
 def model_config(config: TrainingConfig) -> ModelConfig:
     """The reference model of this config; MoE fields only for a MoE model (``requires: moe.num_experts``)."""
-    return vocabulary.model_config(vocabulary.known_values(config), _unsettled(config)).validate()
+    return vocabulary.model_config(vocabulary.known_values(config), _unsettled(config),
+                                   where=str(config.path)).validate()
 
 
 def train_config(config: TrainingConfig, steps: int | None = None) -> TrainConfig:

@@ -5,10 +5,10 @@ an unknown key or a wrong type is an error naming the file, line and key.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ..config.aliases import field_kinds
 from ..errors import InputError, location
 from ..input_files import expect
 from ..yamlio import YamlDoc, load_yaml
@@ -18,15 +18,11 @@ SECTIONS = {"model": ModelConfig, "train": TrainConfig, "precision": PrecisionCo
 _KINDS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
-def _field_kinds(cls: type) -> dict[str, str]:
-    return {field.name: str(field.type) for field in dataclasses.fields(cls) if field.name != "precision"}
-
-
 def _checked(doc: YamlDoc, section: str, values: Any) -> dict:
     cls = SECTIONS[section]
     if not isinstance(values, dict):
         raise InputError(doc.where(section), f"expected a mapping of {cls.__name__} fields", "write key: value pairs")
-    kinds, locate = _field_kinds(cls), _locator(doc, section)
+    kinds, locate = field_kinds(cls), _locator(doc, section)
     for key, value in values.items():
         where = locate(key)
         if key not in kinds:

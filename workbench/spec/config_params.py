@@ -138,4 +138,4 @@ def _canonical(path: Path, framework: str) -> ModelConfigFile:
 
 
 def _canonical_params(raw: Any, config: Any) -> dict[str, int]:
-    return spec_from_canonical(vocabulary.known_values(config), vocabulary.stated_in(raw))
+    return spec_from_canonical(vocabulary.known_values(config), vocabulary.stated_in(config, raw))
