@@ -4,6 +4,7 @@ in Chromium. The planted faults, one demo each, are the demo tier (tests/demo_ti
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,15 @@ def test_the_report_json_has_its_schema(clean_demo, tmp_path):
     document = json.loads(target.read_text())
     assert document["schema"] == "workbench.align/1"
     assert [stage["stage"] for stage in document["facts"]["stages"]] == list(load_stages().ids)
+
+
+def test_the_demo_pair_is_the_demo_model_on_both_sides():
+    """The shipped pair and datasets/demo_model.yaml (the model the faults were measured on) cannot drift apart."""
+    from workbench.demo.run import PAIR
+    from workbench.reference.from_canonical import configs_from_file
+    from workbench.reference.run_config import load_run_config
+
+    root = Path(__file__).resolve().parents[1]
+    model, _ = load_run_config(root / "datasets" / "demo_model.yaml")
+    for name, side in zip(PAIR, ("megatron", "mindformers"), strict=True):
+        assert configs_from_file(root / "checklists" / "examples" / name, side)[0] == model

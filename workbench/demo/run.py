@@ -111,8 +111,8 @@ def _add_thresholds(plan_file: Path) -> None:
     chosen = load_thresholds()
     write_text(plan_file, plan_file.read_text() + (
         "thresholds:   # the demo's fp32 pair: datasets/demo_faults.yaml thresholds (measured clean noise)\n"
-        f"  loss: {{step1_rtol: {chosen.step1_loss_rtol!r}}}\n"
-        f"  localnorm: {{floor: {chosen.localnorm_floor!r}, factor: {chosen.localnorm_factor!r}}}\n"))
+        f"  loss: {{step1_rtol: {chosen.step1_loss_rtol:.6e}}}\n"          # YAML 1.1 floats need the dot
+        f"  localnorm: {{floor: {chosen.localnorm_floor:.6e}, factor: {chosen.localnorm_factor:.6e}}}\n"))
 
 
 def _report(plan, page: Path):
