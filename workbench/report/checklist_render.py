@@ -7,7 +7,8 @@ from ..audit.engine import AuditReport
 from .checklist_data import sections, side_cell, summary_line
 from .checklist_result import fix_text, footer_lines, header_lines
 
-VERDICT_STYLE = {"MISMATCH": "bold red", "RISK": "yellow", "UNKNOWN": "magenta", "MANUAL": "cyan", "PASS": "green"}
+VERDICT_STYLE = {"MISMATCH": "bold red", "RISK": "yellow", "UNKNOWN": "magenta", "MANUAL": "cyan", "INFO": "blue",
+                 "PASS": "green"}
 
 
 def _md_cell(text: str) -> str:
