@@ -119,8 +119,10 @@ def _set_text(side: str, current: CanonicalValue, target: Any, ctx) -> str:
     names = [source.name for source in spec.sources] if spec is not None else []
     stated = current.source.split(" (")[0] if current.kind == "set" else ""
     first_alternative = how.split(" / ")[0].strip()
+    same_setting = isinstance(spec.derive, dict) or first_alternative.rsplit(".", 1)[-1] == current.key.rsplit(".", 1)[-1] \
+        if spec is not None else False   # the flag's key holds this very value (not an input of a formula)
     path = stated if stated in names else names[0] if names else \
-        first_alternative if re.fullmatch(r"[\w.]+", first_alternative) else ""
+        first_alternative if same_setting and re.fullmatch(r"[\w.]+", first_alternative) else ""
     if not path:
         return f"make {current.key} {fmt(target)} ({how or 'its model code'})"
     return f"set {path}: {_yaml_value(target, spec, path)}"
@@ -133,6 +135,7 @@ def _megatron_text(current: CanonicalValue, target: Any, spec, how: str, ctx) ->
     key_name = current.source.split(" (")[0] if current.kind == "set" else ""
     if re.fullmatch(r"[a-z][\w.]*", key_name) and ctx.megatron.form in ("flat-yaml", "yaml-cfg", "json"):
         return f"remove {key_name}" if target is None else f"set {key_name}: {_megatron_value(target, spec)}"
+    how = _for_hardware(how, ctx)
     single = how if re.fullmatch(r"--[\w-]+", how or "") else ""
     if isinstance(target, bool) and single:
         entry = load_framework("megatron").get("flags", {}).get(single)
@@ -141,6 +144,13 @@ def _megatron_text(current: CanonicalValue, target: Any, spec, how: str, ctx) ->
     if single and target is not None:
         return f"set {single} {_megatron_value(target, spec)}"
     return f"make {current.key} {fmt(target)} ({how or 'the launch arguments'})"
+
+
+def _for_hardware(how: str, ctx) -> str:
+    """``--a (MindSpeed) / --b (GPU)``: the alternative for the hardware the Megatron side runs on."""
+    tag = {"ascend": "(MindSpeed)", "gpu": "(GPU)"}.get(ctx.megatron.value("runtime.hardware"))
+    chosen = [alt.strip()[: -len(tag)].strip() for alt in how.split(" / ") if tag and alt.strip().endswith(tag)]
+    return chosen[0] if len(chosen) == 1 else how
 
 
 def _megatron_value(target: Any, spec) -> str:
@@ -179,16 +189,16 @@ def _yaml_value(target: Any, spec, path: str) -> str:
 
 def _assumed(side: str, value: CanonicalValue, ctx) -> str:
     spec = _spec(side, value.key, ctx)
-    return spec.how_to_set(side) if spec is not None and spec.how_to_set(side) else value.key
+    return f"set {spec.how_to_set(side) if spec is not None and spec.how_to_set(side) else value.key} explicitly"
 
 
 def _settle(values_m: list[CanonicalValue], values_f: list[CanonicalValue], ctx) -> dict[str, str]:
     texts = {}
     for side, values in zip(SIDES, (values_m, values_f), strict=True):
-        missing = [v.settle for v in values if not v.known and v.settle]
+        missing = [f"state it: {v.settle}" for v in values if not v.known and v.settle]
         missing += [_assumed(side, v, ctx) for v in values if v.kind == "assumed"]
         if missing:
-            texts[side] = "state it: " + "; ".join(dict.fromkeys(missing))
+            texts[side] = "; ".join(dict.fromkeys(missing))
     return texts
 
 
