@@ -59,7 +59,26 @@ def lr_figure(report: AuditReport) -> Figure | None:
     from ..audit.lr_figure import schedules_figure
 
     names = (report.megatron.path.name, report.mindformers.path.name)
-    return Figure("lr_schedule", "Learning-rate schedules", lambda: schedules_figure(comparison, *names))
+    return Figure("lr_schedule", "Learning-rate schedules",
+                  lambda: schedules_figure(comparison, *names, marks=schedule_marks(report)))
+
+
+def schedule_marks(report: AuditReport):
+    """Each side's warmup end and decay end (update numbers), and the assumed MindFormers run length."""
+    from ..audit.lr_figure import ScheduleMarks
+
+    marks = ScheduleMarks()
+    for label, config in (("Megatron", report.megatron), ("MindFormers", report.mindformers)):
+        warmup = config.value("lr.warmup_steps")
+        decay = config.value("lr.decay_steps") or config.value("train.steps")
+        if warmup:
+            marks.warmup[label] = float(warmup)
+        if decay and config.value("lr.decay_style") != "constant":
+            marks.decay[label] = float(decay)
+    steps = report.mindformers.values.get("train.steps")
+    if steps is not None and steps.kind == "assumed":
+        marks.assumed = f"MindFormers run length assumed {steps.value:,} updates (lr_schedule.total_steps -1)"
+    return marks
 
 
 def checklist_result(report: AuditReport, only: set[str] | None = None, strict: bool = False,
