@@ -206,3 +206,32 @@ def test_yarn_factor_and_original_positions_are_compared(deepseek_pair, tmp_path
 def test_no_scaling_on_either_side_ignores_the_factors():
     item = audit(MIXTRAL_SH, MIXTRAL_YAML).item("rope_scaling")
     assert item.verdict == "PASS" and item.message == "no RoPE scaling on either side"
+
+
+# ---------------------------------------------------------------- hostile values in the new keys
+@pytest.mark.parametrize("scaling,needle", [
+    ('{type: yarn, factor: "forty"}', "rope_scaling.factor"),        # wrong type
+    ("[yarn, 40]", "rope_scaling"),                                  # a list where a mapping is read
+    ("{type: yarn, factor: .nan}", "rope_scaling.factor"),           # not finite
+])
+def test_bad_rope_scaling_values_are_one_line_errors(deepseek_pair, tmp_path, capsys, scaling, needle):
+    from workbench.cli.main import main
+
+    script, yaml = deepseek_pair
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("use_legacy: False\nmodel:\n  model_config:\n    model_type: deepseek_v3\n"
+                   f"    rope_scaling: {scaling}\n")
+    assert main(["checklist", str(script), str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.yaml" in err and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("freq", ["{every: 2}", "[[1], [1], [1], [1]]", "[1, 1, true, 1]", '"' + '(' * 64 + '"'])
+def test_a_moe_layer_freq_of_the_wrong_shape_is_unknown_not_a_crash(deepseek_pair, tmp_path, freq):
+    # (deeper YAML nesting is refused by the shared YAML depth check before any key is read)
+    script, yaml = deepseek_pair
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("use_legacy: False\nmodel:\n  model_config:\n    model_type: qwen3_moe\n"
+                      f"    num_hidden_layers: 4\n    moe_layer_freq: {freq}\n")
+    item = audit(script, nested).item("moe_layers")
+    assert item.verdict == "UNKNOWN" and "moe_layer_freq" in item.message

@@ -63,7 +63,9 @@ def test_summary_and_failures_come_first_and_pass_is_folded(capsys, monkeypatch)
 def test_provenance_uses_the_aliases_declared_once(capsys, monkeypatch):
     _, lines = terminal(capsys, monkeypatch, fixture(MIXTRAL_SH), fixture(MIXTRAL_YAML))
     text = "\n".join(lines)
-    assert lines[0].startswith("M = Megatron: ") and any(line.endswith("(shell)") for line in lines[:2])
+    assert lines[0] == "M = Megatron (shell): mindspeed_llm_v2.2.0__pretrain_mixtral_8x7b_ptd.sh"
+    assert lines[2] == "F = MindFormers (mindformers-legacy):"            # the name wraps whole to the next line
+    assert lines[3].strip() == "legacy_moe_mixtral_pretrain_mixtral-8x7b.yaml"
     assert "--seq-length (M:52)" in text and "model.model_config.seq_length (F:152)" in text
     assert "mindspeed_llm_v2.2.0__pretrain_mixtral_8x7b_ptd.sh:" not in text
 

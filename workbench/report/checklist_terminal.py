@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 
 from ..audit.engine import AuditReport, ItemResult
 from ..audit.fixes import fix_line
@@ -64,8 +65,10 @@ def _wrap(text: str, width: int, first: str = INDENT, rest: str | None = None) -
 def header_block(report: AuditReport, width: int) -> list[tuple[str, str]]:
     lines = []
     for (alias, label), config in zip(ALIASES, (report.megatron, report.mindformers), strict=True):
-        text = f"{alias} = {label}: {_shown_path(config.path)} ({config.form})"
-        lines += [(line, "") for line in _wrap(text, width, "", "    ")]
+        shown = Path(_shown_path(config.path))
+        lines += [(line, "") for line in _wrap(f"{alias} = {label} ({config.form}): {shown.name}", width, "", "    ")]
+        if str(shown.parent) not in ("", "."):
+            lines += [(line, "dim") for line in _wrap(f"in {shown.parent}", width, "    ", "      ")]
     lines += [(line, "") for line in _wrap(f"Hardware: {report.hardware} ({report.hardware_source})", width, "", "    ")]
     lines += [(line, "bold") for line in _wrap(f"Summary: {summary_line(report)}", width, "", "    ")]
     critical = report.critical()
