@@ -109,8 +109,11 @@ def test_a_dropped_if_branch_is_critical_in_the_summary(capsys, monkeypatch):
 def test_another_model_class_is_critical(tmp_path):
     yaml = tmp_path / "pretrain_deepseek3_671b.yaml"
     yaml.write_text(DEEPSEEK_V3_R15)
+    from workbench.report.checklist_data import report_to_dict
+
     report = audit(MIXTRAL_SH, yaml)
     assert any("DeepseekV3ForCausalLM" in note for note in report.critical())
+    assert report_to_dict(report)["critical"] == report.critical()
 
 
 def test_not_interpreted_lists_only_non_default_values():

@@ -33,12 +33,12 @@ def to_markdown(report: AuditReport, only: set[str] | None = None) -> str:
     out = ["# workbench checklist", ""] + [f"- {line}" for line in header_lines(report)]
     out += ["", f"**Summary:** {summary_line(report)}", ""]
     for verdict, items in verdict_groups(report, only):
-        out += [f"## {verdict} ({len(items)})", "", "| Item | Section | Megatron | MindFormers | Finding | Fix |",
-                "|---|---|---|---|---|---|"]
+        out += [f"## {verdict} ({len(items)})", "", "| Verdict | Item | Section | Megatron | MindFormers | Finding | Fix |",
+                "|---|---|---|---|---|---|---|"]
         for item in items:
             (value_m, source_m), (value_f, source_f) = side_cell(item.megatron), side_cell(item.mindformers)
             fix = "; ".join(f"{side}: `{text}`" for side, text in _fixes(item))
-            cells = [f"**{item.title}**", item.section, f"`{value_m}` <br>{source_m}" if value_m else "",
+            cells = [f"**{item.verdict}**", item.title, item.section, f"`{value_m}` <br>{source_m}" if value_m else "",
                      f"`{value_f}` <br>{source_f}" if value_f else "", item.message, fix]
             out.append("| " + " | ".join(_md_cell(cell) for cell in cells) + " |")
         out.append("")
