@@ -226,65 +226,19 @@ def _mindspore_logits(mindformers: dict, tokens: np.ndarray) -> np.ndarray:
     return _mindspore_model(mindformers).logits(ms.Tensor(tokens.astype(np.int32))).asnumpy()[0]
 
 
-def _msprobe_config(out: Path, task: str, level: str) -> Path:
-    path = out.parent / f"{out.name}.msprobe.json"
-    path.write_text(json.dumps({"task": task, "dump_path": str(out), "rank": [], "step": [], "level": level,
-                                task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}))
-    return path
-
-
 def _worker_msprobe_torch(out: Path, inputs: Path, task: str, level: str, backward: bool) -> None:
-    from msprobe.pytorch import PrecisionDebugger
-
-    from workbench.reference import torch_model
+    from workbench.demo.msprobe_dump import dump_torch
     ids, megatron, _ = load_inputs(inputs)
-    model = _torch_model(megatron)
-    debugger = PrecisionDebugger(config_path=str(_msprobe_config(out, task, level)))
-    debugger.start(model)
-    logits = model(_torch_tensor(ids[:, :-1]))
-    loss = torch_model.loss_fn(logits, _torch_tensor(ids[:, 1:]), _ones(ids[:, 1:]))
-    if backward:
-        loss.backward()
-    debugger.stop()
-    debugger.step()
-
-
-def _ones(array):
-    import torch
-    return torch.ones(array.shape, dtype=torch.float32)
-
-
-def _msprobe_cpu_norm() -> None:
-    """msprobe's MindSpore statistics call ``mint.norm`` (no CPU kernel): give its processor sqrt(sum(x*x))."""
-    import mindspore as ms
-    from mindspore import mint, ops
-    from msprobe.core.dump.data_dump.data_processor import mindspore_processor
-
-    class CpuMint:
-        def __getattr__(self, name):
-            return getattr(mint, name)
-
-        @staticmethod
-        def norm(x):
-            return ops.sqrt(ops.sum(ops.square(x.astype(ms.float32))))
-
-    mindspore_processor.mint = CpuMint()
+    dump_torch(_torch_model(megatron), ids[:, :-1], ids[:, 1:], out, task, level, backward)
 
 
 def _worker_msprobe_mindspore(out: Path, inputs: Path, task: str, level: str, backward: bool, faults: dict) -> None:
     import mindspore as ms
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_device("CPU")
-    from msprobe.mindspore import PrecisionDebugger
-    _msprobe_cpu_norm()
+    from workbench.demo.msprobe_dump import dump_mindspore
     ids, _, mindformers = load_inputs(inputs)
-    net = _mindspore_model(mindformers, faults)
-    debugger = PrecisionDebugger(config_path=str(_msprobe_config(out, task, level)))
-    step = ms.value_and_grad(net, None, net.trainable_params()) if backward else net
-    debugger.start(net)
-    step(ms.Tensor(ids.astype(np.int32)))
-    debugger.stop()
-    debugger.step()
+    dump_mindspore(_mindspore_model(mindformers, faults), ids, out, task, level, backward)
 
 
 def _worker_graph_mindspore(out: Path, inputs: Path, faults: dict) -> None:

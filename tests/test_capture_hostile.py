@@ -141,7 +141,7 @@ def reference_train(capsys, tmp_path, batches: Path) -> str:
 
     out = tmp_path / "run"
     line = one_error_line(capsys, ["train", "--side", "megatron", "--steps", "1", "--batches", str(batches),
-                                   "--out", str(out)], reference_main, "workbench.reference: error: ")
+                                   "--out", str(out)], reference_main, "workbench: error: ")
     assert str(batches) in line and not out.exists()              # nothing written for bad batches
     return line
 

@@ -175,7 +175,7 @@ def test_data_diff_unknown_field_lists_the_fields_that_exist(tmp_path, capsys):
 def reference_error(capsys, argv: list[str]) -> str:
     assert reference_main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("workbench.reference: error: ") and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and err.startswith("workbench: error: ") and "Traceback" not in err
     return err
 
 
@@ -197,7 +197,7 @@ def test_reference_steps_zero_through_the_module_entry_point(tmp_path):
                              str(tmp_path / "b.npz")], capture_output=True, text=True, cwd=ROOT, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines() == ["workbench.reference: error: --steps: --steps is 0, expected an "
+    assert result.stderr.strip().splitlines() == ["workbench: error: --steps: --steps is 0, expected an "
                                                   "integer between 1 and 1000000 (pass --steps between 1 and 1000000)"]
 
 

@@ -59,7 +59,7 @@ def thresholds_from(args) -> "object":
 
 def run(args: argparse.Namespace) -> int:
     from ..logs import read_log
-    from ..logs.loss_compare import compare_loss
+    from ..logs.loss_compare import compare_loss, keep_first_steps
     from ..report.emit import emit, write_figure
     from .outputs import check_outputs
 
@@ -68,9 +68,8 @@ def run(args: argparse.Namespace) -> int:
     reference, candidate = read_log(args.reference), read_log(args.candidate)
     baselines = [read_log(path) for path in args.baseline]
     if args.only_steps is not None:
-        for series in (reference, candidate, *baselines):
-            first = sorted(series.series["step"].unique())[:args.only_steps]
-            series.series = series.series[series.series["step"].isin(first)]
+        reference, candidate, *baselines = (keep_first_steps(series, args.only_steps)
+                                            for series in (reference, candidate, *baselines))
     result = compare_loss(reference, candidate, baselines, args.metric, thresholds, args.shift)
     if args.plot is not None:
         write_figure(result, "loss", args.plot, args.force)

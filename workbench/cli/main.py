@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..temporaries import remove_leftovers
 from ..interrupts import Terminated, exit_code, signals_unwind
 
-SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm", "optim_check", "compare")
+SUBCOMMANDS = ("checklist", "convert", "weights", "data", "loss", "localnorm", "optim_check", "compare", "align",
+               "reference", "demo")
 
 EPILOG = """examples:
   workbench checklist megatron_pretrain.sh mindformers_pretrain.yaml
@@ -28,6 +29,10 @@ EPILOG = """examples:
   workbench localnorm megatron_train.log mindformers_info.log --step 1
   workbench optim-check --capture grads/ --mindformers mindformers_pretrain.yaml
   workbench compare torch_dump/ mindspore_dump/ --out compare.html
+  workbench align prepare --megatron train.sh --mindformers run.yaml --out align/
+  workbench align report align/ --out report.html
+  workbench reference train --side megatron --steps 0 --save megatron --out runs/init
+  workbench demo --fault norm_epsilon
 """
 
 

@@ -93,6 +93,15 @@ def megatron_deterministic(r: Resolver) -> Derived | Unknown:
 
 
 @derivation
+def megatron_first_dense_layers(r: Resolver) -> Derived | Unknown:
+    """MindSpeed-LLM --first-k-dense-replace: the first k layers stay dense; unset or negative: none."""
+    k = r.arg("first_k_dense_replace", "int")
+    if k is None:
+        return Derived(0, "default: no --first-k-dense-replace (every layer MoE)", "default")
+    return Derived(max(k, 0), r.origin("first_k_dense_replace") + (" (negative: no dense layers)" if k < 0 else ""), "set")
+
+
+@derivation
 def megatron_rope_scaling(r: Resolver) -> Derived | Unknown:
     """MindSpeed-LLM --rope-scaling-type wins; upstream --use-rope-scaling is the Llama-3.x scaling."""
     kind = r.arg("rope_scaling_type", "str")

@@ -5,7 +5,7 @@ into :class:`KeySpec` objects and rejects malformed entries with the file, line 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import InputError, location
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
+from .aliases import Aliases, parse_aliases
 from .values import Bounds, parse_bounds
 
 TYPES = ("int", "float", "bool", "str", "dtype", "any")
@@ -59,6 +60,7 @@ class KeySpec:
     megatron: SideSpec | None = None
     mindformers: dict[str, SideSpec] = field(default_factory=dict)  # generation -> spec
     bounds: Bounds = Bounds()       # min:/max: every value of this key must respect (checked at load)
+    aliases: Aliases = Aliases()    # its names as a spec parameter, HF key, reference field (config/vocabulary.py)
 
     def side(self, framework: str, generation: str = "") -> SideSpec | None:
         if framework == "megatron":
@@ -70,6 +72,7 @@ class KeySpec:
 class Registry:
     keys: dict[str, KeySpec]
     path: Path
+    vocabulary: Any = None          # the keys' aliases indexed (workbench/config/vocabulary.py)
 
     def __getitem__(self, key: str) -> KeySpec:
         return self.keys[key]
@@ -135,9 +138,10 @@ def _parse_key(key: str, raw: Any, doc: YamlDoc) -> KeySpec:
     where = _where(doc, dotted)
     if not isinstance(raw, dict):
         raise InputError(where, "expected a mapping with type and sides", "see the schema in keys.yaml")
-    unknown = set(raw) - {"type", "title", "megatron", "mindformers", "min", "max"}
+    unknown = set(raw) - {"type", "title", "megatron", "mindformers", "min", "max", "aliases"}
     if unknown:
-        raise InputError(where, f"unknown field(s) {sorted(unknown)}", "use type, title, min, max, megatron, mindformers")
+        raise InputError(where, f"unknown field(s) {sorted(unknown)}",
+                         "use type, title, min, max, megatron, mindformers, aliases")
     if raw.get("type") not in TYPES:
         raise InputError(where, f"type {raw.get('type')!r} is not one of {list(TYPES)}", "set a valid type")
     bounds = parse_bounds(raw, raw["type"], where)
@@ -158,8 +162,10 @@ def _parse_key(key: str, raw: Any, doc: YamlDoc) -> KeySpec:
         for literal in (side.default, side.fixed) if side else ():
             if isinstance(literal, (int, float)) and not isinstance(literal, bool):
                 bounds.check(literal, where, key)
+    aliases = (parse_aliases(raw["aliases"], lambda name: _where(doc, name), dotted + ".aliases",
+                             doc.lines.get(dotted + ".aliases", 0)) if "aliases" in raw else Aliases())
     return KeySpec(key, raw["type"], doc.lines.get(dotted, 0), str(raw.get("title", "")), megatron, mindformers,
-                   bounds)
+                   bounds, aliases)
 
 
 def _check_copies(keys: dict[str, KeySpec], doc: YamlDoc) -> None:
@@ -174,9 +180,12 @@ def _check_copies(keys: dict[str, KeySpec], doc: YamlDoc) -> None:
 def parse_registry(doc: YamlDoc) -> Registry:
     if not isinstance(doc.data, dict) or not isinstance(doc.data.get("keys"), dict):
         raise InputError(str(doc.path), "expected a top-level 'keys:' mapping", "see checklists/keys.yaml")
+    from .vocabulary import check_aliases  # local: the vocabulary is built on the registry
+
     keys = {key: _parse_key(key, raw, doc) for key, raw in doc.data["keys"].items()}
     _check_copies(keys, doc)
-    return Registry(keys, doc.path)
+    registry = Registry(keys, doc.path)
+    return replace(registry, vocabulary=check_aliases(registry))
 
 
 @lru_cache(maxsize=4)

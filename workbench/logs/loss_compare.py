@@ -156,3 +156,11 @@ def _figure(a: AlignedSeries, reference: LogSeries, candidate: LogSeries, band: 
             threshold=t.mean_rtol)
 
     return Figure("loss", f"{a.metric} of both runs, their difference and the reference's noise", draw)
+
+
+def keep_first_steps(series: LogSeries, count: int) -> LogSeries:
+    """``series`` with only its first ``count`` logged steps (``workbench loss --only-steps``)."""
+    from dataclasses import replace
+
+    first = sorted(series.series["step"].unique())[:count]
+    return replace(series, series=series.series[series.series["step"].isin(first)])

@@ -115,6 +115,7 @@ class TrainConfig:
     optimizer: str = "adamw"         # adamw (bias correction) | adam_weight_decay (MindFormers, none)
     seed: int = 1234
     log_local_norms: bool = False
+    deterministic: bool = True       # False: the torch side accumulates samples in a shuffled order (noise band)
     schedule_steps: int = 0          # length the lr schedule is defined over (0: steps); a run may be shorter
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
 
@@ -152,33 +153,25 @@ class TrainConfig:
 MAX_STEPS = 1_000_000
 """Most steps of one reference run: each is a CPU training step, and the lr of each is precomputed."""
 
-CANONICAL_KEYS = {
-    "num_layers": "model.num_layers", "hidden_size": "model.hidden_size",
-    "num_attention_heads": "model.num_attention_heads", "num_kv_heads": "model.num_kv_heads",
-    "ffn_hidden_size": "model.ffn_hidden_size", "vocab_size": "model.padded_vocab_size",
-    "seq_length": "model.seq_length", "rotary_base": "model.rotary_base", "norm_epsilon": "model.norm_epsilon",
-    "num_experts": "moe.num_experts", "moe_router_topk": "moe.router_topk", "moe_ffn_hidden_size": "moe.shared_expert_size",
-    "shared_expert_size": "moe.shared_expert_size", "init_std": "optimizer.lr",
-    "steps": "train.steps", "schedule_steps": "lr.warmup_steps", "lr": "optimizer.lr", "min_lr": "optimizer.min_lr",
-    "warmup_steps": "lr.warmup_steps", "weight_decay": "optimizer.weight_decay", "beta1": "optimizer.beta1",
-    "beta2": "optimizer.beta2", "eps": "optimizer.eps", "clip_grad": "optimizer.clip_grad", "seed": "other.seed",
-}
-"""Reference field -> the canonical key whose ``min:``/``max:`` (checklists/keys.yaml) it obeys. Three fields
-have no key of their own and borrow one with the same range (>= 0): ``moe_ffn_hidden_size`` (0: the dense
-size), ``init_std`` and ``schedule_steps`` (0: the run's steps)."""
-
 
 def check_ranges(config: Any, section: str, locate: Callable[[str], str]) -> None:
-    """Every numeric field of ``config`` against the range of its canonical key (keys.yaml)."""
+    """Every numeric field of ``config`` against the range of the canonical key it is the alias of
+    (``reference:`` aliases in checklists/keys.yaml); a field at its ``unset:`` value means "not given"."""
     from ..config.registry import load_registry
+    from ..config.aliases import NO_VALUE
+    from ..config.vocabulary import reference_field_keys, to_canonical
     from ..input_files import expect
 
-    registry = load_registry()
+    registry, aliases = load_registry(), reference_field_keys()
     for item in fields(config):
         value = getattr(config, item.name)
-        if item.name in CANONICAL_KEYS and not isinstance(value, bool):
-            expect(value, float, locate(item.name), f"{section}.{item.name}")
-            registry[CANONICAL_KEYS[item.name]].bounds.check(value, locate(item.name), f"{section}.{item.name}")
+        key, alias = aliases.get(f"{section}.{item.name}", ("", None))
+        if alias is None or isinstance(value, bool) or registry[key].type not in ("int", "float"):
+            continue
+        if alias.unset is not NO_VALUE and value == alias.unset:
+            continue
+        expect(value, float, locate(item.name), f"{section}.{item.name}")
+        registry[key].bounds.check(to_canonical(value, alias), locate(item.name), f"{section}.{item.name}")
 
 
 def mindformers_schedule_type(decay_style: str) -> str:

@@ -36,13 +36,12 @@ def hf_architecture(model: ModelConfig) -> tuple[str, str]:
 
 
 def spec_params(model: ModelConfig):
-    """The converter specs' size parameters of a reference config."""
+    """The converter specs' size parameters of a reference config (by key: workbench/config/vocabulary.py)."""
+    from ..config.vocabulary import canonical_values
     from ..spec import ModelParams
+    from ..spec.config_params import spec_from_canonical
 
-    return ModelParams(num_layers=model.num_layers, hidden=model.hidden_size, vocab=model.vocab_size,
-                       num_heads=model.num_attention_heads, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim,
-                       ffn=model.ffn_hidden_size, num_experts=model.num_experts,
-                       moe_ffn=model.expert_ffn_size if model.num_experts else 0)
+    return ModelParams(**spec_from_canonical(canonical_values(model)))
 
 
 def hf_plan(state_dict_megatron: dict, model: ModelConfig):
@@ -82,10 +81,12 @@ def hf_config(model: ModelConfig, vocab_rows: int | None = None, torch_dtype: st
 
 
 def _stated(model: ModelConfig) -> dict[str, Any]:
-    """The reference config's values under the canonical keys the ``hf_config`` settings read."""
-    return {"model.max_position_embeddings": model.seq_length, "model.norm_epsilon": model.norm_epsilon,
-            "model.rotary_base": model.rotary_base, "moe.router_topk": model.moe_router_topk,
-            "moe.aux_loss_coeff": 0.0}
+    """The reference config's canonical values (the ``hf_config`` settings read them by key), and two facts
+    of the reference model that no field states: RoPE computed for every position (no table longer than
+    the sequence) and no auxiliary load-balancing loss (config.py MATH)."""
+    from ..config.vocabulary import canonical_values
+
+    return {**canonical_values(model), "model.max_position_embeddings": model.seq_length, "moe.aux_loss_coeff": 0.0}
 
 
 def save_hf_safetensors(state_dict_megatron: dict, model: ModelConfig, path: Path,

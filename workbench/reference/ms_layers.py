@@ -89,7 +89,8 @@ def rotary_tables(head_dim: int, seq_length: int, base: float) -> tuple[np.ndarr
 class Attention(nn.Cell):
     """GQA self-attention, causal additive mask, optional q/k RMSNorm, fused or separate q/k/v."""
 
-    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, softmax_dtype=None):
+    def __init__(self, cfg: ModelConfig, dtypes: dict, qkv_concat: bool, softmax_dtype=None,
+                 rotary_base: float | None = None):
         super().__init__()
         h, d, n, nkv = cfg.hidden_size, cfg.head_dim, cfg.num_attention_heads, cfg.num_kv_heads
         self.n, self.nkv, self.d, self.rep, self.qkv_concat = n, nkv, d, n // nkv, qkv_concat
@@ -104,7 +105,7 @@ class Attention(nn.Cell):
         if cfg.qk_norm:
             self.q_norm = RMSNorm(d, cfg.norm_epsilon, dtypes)
             self.k_norm = RMSNorm(d, cfg.norm_epsilon, dtypes)
-        cos, sin = rotary_tables(d, cfg.seq_length, cfg.rotary_base)
+        cos, sin = rotary_tables(d, cfg.seq_length, cfg.rotary_base if rotary_base is None else rotary_base)
         self.cos, self.sin = Tensor(cos, dtypes["rotary_dtype"]), Tensor(sin, dtypes["rotary_dtype"])
         causal = np.triu(np.full((cfg.seq_length, cfg.seq_length), MASK_VALUE, np.float32), 1)
         self.mask = Tensor(causal, dtypes["compute_dtype"])

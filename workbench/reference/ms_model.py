@@ -128,21 +128,28 @@ def parameter_shapes(cfg: ModelConfig, qkv_concat: bool = False) -> dict[str, tu
 class PlantedFaults:
     """Deliberate bugs of the kind a migration introduces, for testing the comparison tools.
 
-    Off by default (``None``); each names the layer it breaks and leaves every other layer exact:
+    Off by default (``None``); each leaves every other layer exact:
     ``softmax_fp16_layer``: that layer's attention softmax is computed in fp16 (scores cast to fp16);
     ``norm_epsilon_layer``: that layer's ``attention_norm`` uses ``wrong_norm_epsilon`` (the classic
-    1e-6 vs 1e-5 confusion) instead of ``model.norm_epsilon``.
+    1e-6 vs 1e-5 confusion) instead of ``model.norm_epsilon``;
+    ``rotary_base``: every layer's RoPE tables use this base instead of ``model.rotary_base`` (a
+    hard-coded 10000 where the model says otherwise). The catalog of named faults built on these is
+    ``datasets/demo_faults.yaml`` (:mod:`workbench.demo.catalog`).
     """
 
     softmax_fp16_layer: int | None = None
     norm_epsilon_layer: int | None = None
     wrong_norm_epsilon: float = 1e-6
+    rotary_base: float | None = None
 
     def softmax_dtype(self, layer: int):
         return ms.float16 if layer == self.softmax_fp16_layer else None
 
     def attention_norm_epsilon(self, layer: int, epsilon: float) -> float:
         return self.wrong_norm_epsilon if layer == self.norm_epsilon_layer else epsilon
+
+    def rope_base(self, base: float) -> float:
+        return base if self.rotary_base is None else self.rotary_base
 
 
 NO_FAULTS = PlantedFaults()
@@ -158,7 +165,8 @@ class DecoderLayer(nn.Cell):
         super().__init__()
         self.ffn_norm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
         self.attention_norm = RMSNorm(cfg.hidden_size, faults.attention_norm_epsilon(layer, cfg.norm_epsilon), dtypes)
-        self.attention = Attention(cfg, dtypes, qkv_concat, softmax_dtype=faults.softmax_dtype(layer))
+        self.attention = Attention(cfg, dtypes, qkv_concat, softmax_dtype=faults.softmax_dtype(layer),
+                                   rotary_base=faults.rope_base(cfg.rotary_base))
         if not cfg.num_experts:
             self.feed_forward = FeedForward(cfg.hidden_size, cfg.ffn_hidden_size, dtypes, qkv_concat)
         elif cfg.shared_expert_size:

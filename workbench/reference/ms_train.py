@@ -50,9 +50,27 @@ def split_weight_decay(model: nn.Cell) -> tuple[list[Parameter], list[Parameter]
     return decayed, rest
 
 
-def _make_optimizer(train: TrainConfig, decayed: list, rest: list) -> nn.Cell:
-    groups = [{"params": decayed, "weight_decay": train.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+@dataclass(frozen=True)
+class OptimizerFaults:
+    """Deliberate optimizer bugs (off by default), planted by name from ``datasets/demo_faults.yaml``:
+    ``weight_decay_1d``: the no-decay group (biases, 1-D parameters) is decayed too (the group and the
+    parameter order stay as they are); ``bias_correction=False``: Adam without bias correction
+    (``nn.AdamWeightDecay``) where the config asks for ``adamw``."""
+
+    weight_decay_1d: bool = False
+    bias_correction: bool = True
+
+
+NO_OPTIMIZER_FAULTS = OptimizerFaults()
+
+
+def _make_optimizer(train: TrainConfig, decayed: list, rest: list,
+                    faults: OptimizerFaults = NO_OPTIMIZER_FAULTS) -> nn.Cell:
+    rest_decay = train.weight_decay if faults.weight_decay_1d else 0.0
+    groups = [{"params": decayed, "weight_decay": train.weight_decay}, {"params": rest, "weight_decay": rest_decay}]
     groups = [group for group in groups if group["params"]]
+    if train.optimizer == "adamw" and not faults.bias_correction:
+        train = with_changes(train, optimizer="adam_weight_decay")
     if train.optimizer == "adamw":
         from mindspore.experimental.optim import AdamW
         return AdamW(groups, lr=float(train.lr), betas=(train.beta1, train.beta2), eps=train.eps)
@@ -76,7 +94,8 @@ def _norms_and_clip(grads: tuple, max_norm: float):
 class MindFormersStyleTrainer:
     """Train ``model`` (an ``ms_model.LlamaForCausalLM``) the way MindFormers' one-step cell does."""
 
-    def __init__(self, model: nn.Cell, train: TrainConfig, jit: bool = True, keep_grads: bool = False):
+    def __init__(self, model: nn.Cell, train: TrainConfig, jit: bool = True, keep_grads: bool = False,
+                 faults: OptimizerFaults = NO_OPTIMIZER_FAULTS):
         self.model, self.train_config, self.keep_grads = model, train, keep_grads
         decayed, rest = split_weight_decay(model)
         self.params = tuple(decayed + rest)
@@ -85,7 +104,7 @@ class MindFormersStyleTrainer:
         self.masters = self._fp32_masters()
         n_decayed = len(decayed)
         targets = self.masters or self.params
-        self.optimizer = _make_optimizer(train, list(targets[:n_decayed]), list(targets[n_decayed:]))
+        self.optimizer = _make_optimizer(train, list(targets[:n_decayed]), list(targets[n_decayed:]), faults)
         self._lrs = np.asarray(train.lr_per_update("mindformers"), dtype=np.float64)
         self.updates = 0
         model.set_train(True)

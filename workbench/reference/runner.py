@@ -37,11 +37,12 @@ class RunSpec:
     grads: bool = False
     qkv_concat: bool = False
     jit: bool = True
+    fault: str | None = None             # mindformers: a fault of datasets/demo_faults.yaml planted in code
 
 
 @dataclass
 class RunResult:
-    log: Path
+    log: Path | None                     # None: --steps 0 (no training, no log)
     losses: list[float]
     lrs: list[float]
     grad_norms: list[float]
@@ -84,6 +85,13 @@ def _check(spec: RunSpec) -> None:
     if wrong:
         raise InputError("--save", f"{wrong} cannot be written by the {spec.side} side",
                          f"use {', '.join(SAVE_FORMATS[spec.side])}")
+    if spec.fault is not None:
+        from ..demo.faults import code_fault
+
+        code_fault(spec.fault, spec.side)           # unknown name, torch side, or a file-planted kind: refused
+    if spec.train.steps == 0 and not spec.save:
+        raise InputError("--steps", "--steps 0 trains nothing and, without --save, writes nothing",
+                         "add --save to write the initial weights")
     if spec.init is not None and spec.side == "mindformers":
         from ..tensors.mindspore_ckpt import MindSporeCkptSource
 
@@ -118,22 +126,25 @@ def run(spec: RunSpec) -> RunResult:
 
 
 def _train(spec: RunSpec, batches: list[dict[str, np.ndarray]]) -> RunResult:
-    grads_dir = spec.out / "grads" if spec.grads else None
-    log = spec.out / "train.log"
-    trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
-    results = trainer.train(spec.train.steps, batches, log_path=log, grads_dir=grads_dir)
+    """``spec.train.steps`` updates (none: the initial weights are saved as they are, and no log is written)."""
+    steps = spec.train.steps
+    grads_dir = spec.out / "grads" if spec.grads and steps else None
+    log = spec.out / "train.log" if steps else None
+    make_trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
+    results = make_trainer().train(steps, batches, log_path=log, grads_dir=grads_dir) if steps else []
     norms = [getattr(result, "grad_norm", None) or getattr(result, "global_norm", 0.0) for result in results]
     checkpoints = _save(spec, net)
     return RunResult(log, [r.loss for r in results], [r.lr for r in results], norms, checkpoints, grads_dir)
 
 
 def _megatron_trainer(spec: RunSpec):
+    """(a function making the trainer, the network with its initial weights)."""
     from . import torch_model, torch_train
 
     net = torch_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed)
     if spec.init is not None:
         torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(spec.init))
-    return torch_train.MegatronStyleTrainer(net, spec.train), net
+    return lambda: torch_train.MegatronStyleTrainer(net, spec.train), net
 
 
 def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
@@ -147,20 +158,32 @@ def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
 
 
 def _mindformers_trainer(spec: RunSpec):
+    """(a function making the trainer, the network with its initial weights), the --fault planted."""
     from . import ms_model, ms_train
 
-    net = ms_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed, qkv_concat=spec.qkv_concat)
+    model, train, faults, optimizer_faults = spec.model, spec.train, ms_model.NO_FAULTS, ms_train.NO_OPTIMIZER_FAULTS
+    if spec.fault is not None:
+        from ..demo.faults import code_fault, plant_in_code
+
+        model, train, faults, optimizer_faults = plant_in_code(code_fault(spec.fault, spec.side), model, train)
+    net = ms_model.build_model(model, train.precision, seed=train.seed, qkv_concat=spec.qkv_concat, faults=faults)
     if spec.init is not None:
         ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
-    return ms_train.MindFormersStyleTrainer(net, spec.train, jit=spec.jit), net
+    return lambda: ms_train.MindFormersStyleTrainer(net, train, jit=spec.jit, faults=optimizer_faults), net
 
 
 def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
     """The tensors of a MindSpore ``.ckpt`` (already checked by the workbench's reader in :func:`_check`)."""
+    return {name: value.asnumpy() for name, value in load_mindspore_checkpoint(path).items()}
+
+
+def load_mindspore_checkpoint(path: Path) -> dict:
+    """``mindspore.load_checkpoint`` (name -> Parameter) with its failures as one-line InputErrors; check the
+    file with the workbench's reader first (``MindSporeCkptSource``): this one trusts the record sizes."""
     import mindspore as ms
 
     try:
-        return {name: value.asnumpy() for name, value in ms.load_checkpoint(str(path)).items()}
+        return ms.load_checkpoint(str(path))
     except (ValueError, RuntimeError, TypeError, OSError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(str(path), f"MindSpore cannot load this checkpoint ({first})",

@@ -165,33 +165,63 @@ class MegatronStyleTrainer:
             for grad in grads.values():
                 grad.mul_(coefficient)
 
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def _apply_update(self, grads: dict[str, torch.Tensor], lr: float) -> None:
         for name, master in self.masters.items():
             master.grad = grads[name]
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self._set_lr(lr)
         self.optimizer.step()
         with torch.no_grad():
             for name, param in self.params.items():
                 if param is not self.masters[name]:
                     param.copy_(self.masters[name])
 
-    def step(self, batch: dict, keep_grads: bool = False) -> StepResult:
-        """One iteration on ``batch`` (numpy ``tokens``, ``labels``, ``loss_mask``)."""
+    def _forward_backward(self, batch: dict) -> torch.Tensor:
+        """The loss of ``batch``, gradients accumulated. Determinism off (``train.deterministic: False``, a
+        GPU run without Megatron's --deterministic-mode): the samples are forwarded and their gradients
+        accumulated one at a time in a shuffled order, so sums are rounded in another order, as atomics and
+        split reductions do on a GPU (seeded per update: the demo stays reproducible)."""
+        tokens, labels = _as_tensor(batch["tokens"], torch.int64), _as_tensor(batch["labels"], torch.int64)
+        mask = _as_tensor(batch["loss_mask"], torch.float32)
+        if self.config.deterministic:
+            loss = loss_fn(self.model(tokens), labels, mask)
+            loss.backward()
+            return loss.detach()
+        total, loss = torch.sum(mask), torch.zeros(())
+        order = np.random.default_rng((self.config.seed, self.iteration)).permutation(len(tokens))
+        for sample in order.tolist():
+            part = loss_fn(self.model(tokens[sample:sample + 1]), labels[sample:sample + 1],
+                           mask[sample:sample + 1]) * (torch.sum(mask[sample]) / total)
+            part.backward()
+            loss = loss + part.detach()
+        return loss
+
+    def step(self, batch: dict, keep_grads: bool = False, capture: Path | str | None = None) -> StepResult:
+        """One iteration on ``batch`` (numpy ``tokens``, ``labels``, ``loss_mask``); ``capture``: the step store
+        the real capture hook writes this update into (gradients, weights before and after, Adam's state)."""
+        from ..replay.grad_capture import capture_after_step, capture_gradients
+
         start = time.perf_counter()
         lr = self.lr_for_update(self.iteration + 1)
         with single_thread():
             self.model.zero_grad(set_to_none=True)
-            logits = self.model(_as_tensor(batch["tokens"], torch.int64))
-            loss = loss_fn(logits, _as_tensor(batch["labels"], torch.int64), _as_tensor(batch["loss_mask"],
-                                                                                        torch.float32))
-            loss.backward()
+            loss = self._forward_backward(batch)
             grads = self._gradients()
             squares = {name: torch.sum(grad * grad) for name, grad in grads.items()}
             norm = torch.sqrt(torch.stack(list(squares.values())).sum())
             kept = {name: grad.detach().clone().numpy() for name, grad in grads.items()} if keep_grads else None
+            if capture is not None:                     # Megatron's hook point: before optimizer.step()
+                self._set_lr(lr)
+                capture_gradients(self.model, capture, self.iteration + 1, self.optimizer, params=True,
+                                  loss_scale=1.0, grad_norm=float(norm))
             self._clip(grads, norm)
             self._apply_update(grads, lr)
+            if capture is not None:
+                capture_after_step(self.model, self.optimizer, capture, self.iteration + 1, grad_norm=float(norm),
+                                   clip_grad=self.config.clip_grad or None)
         self.iteration += 1
         self.consumed_samples += int(np.asarray(batch["tokens"]).shape[0])
         return StepResult(loss=float(loss.detach()), grad_norm=float(norm), lr=lr,
@@ -213,16 +243,14 @@ class MegatronStyleTrainer:
 
     def train(self, steps: int, batches, log_path: Path | str | None = None,
               grads_dir: Path | str | None = None) -> list[StepResult]:
-        """``steps`` iterations over ``batches``; optional Megatron log file and per-step grads."""
+        """``steps`` iterations over ``batches``; optional Megatron log file; ``grads_dir``: every update captured
+        by Megatron's capture hook (gradients, weights before and after, Adam's state)."""
         train_iters = max(self.config.steps, self.iteration + steps)
         results, lines = [], []
         batch_iterator = iter(batches)
         for _ in range(steps):
             batch = next(batch_iterator)
-            result = self.step(batch, keep_grads=grads_dir is not None)
-            if grads_dir is not None:
-                save_grads(grads_dir, self.iteration, result.grads, {"lr": result.lr, "grad_norm": result.grad_norm,
-                                                                     "loss_scale": 1.0, "side": "megatron"})
+            result = self.step(batch, capture=grads_dir)   # the real capture hook (docs/step-store.md)
             lines += self.log_lines(result, train_iters, int(np.asarray(batch["tokens"]).shape[0]))
             results.append(result)
         if log_path is not None:

@@ -9,7 +9,8 @@ from .tables import cell_text
 
 HTML_ROWS = 2000                     # rows per table in the page; the csv/xlsx/json hold them all
 VERDICT_CLASS = {"PASS": "pass", "OK": "pass", "ALIGNED": "pass", "MATCH": "pass", "IDENTICAL": "pass", "FAIL": "fail", "MISMATCH": "fail",
-                 "DIVERGED": "fail", "RISK": "warn", "WARNING": "warn", "UNKNOWN": "warn", "NOT RUN": "skip"}
+                 "DIVERGED": "fail", "RISK": "warn", "WARNING": "warn", "UNKNOWN": "warn", "NOT RUN": "skip",
+                 "ERROR": "fail", "INCOMPLETE": "warn"}
 
 
 @lru_cache(maxsize=1)

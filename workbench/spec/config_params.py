@@ -5,7 +5,8 @@ read: a size must be a positive integer (``null`` means "not stated", as in tran
 number finite. Megatron and MindFormers configs go through :func:`workbench.config.read_config` +
 ``resolve`` (canonical keys such as ``model.num_attention_heads``), so every form those readers
 accept works here too. :func:`read_model_config` is the one dispatch; the HF-folder writer reads
-the same object for ``config.json`` (``workbench/spec/hf_config.py``).
+the same object for ``config.json`` (``workbench/spec/hf_config.py``). Which key is which parameter
+is declared once, as the keys' ``aliases:`` in ``checklists/keys.yaml`` (workbench/config/vocabulary.py).
 """
 from __future__ import annotations
 
@@ -14,31 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import vocabulary
 from ..errors import InputError
 from ..input_files import expect, expect_count, read_json
-
-# canonical key -> spec parameter
-_CANONICAL = {"model.num_layers": "num_layers", "model.hidden_size": "hidden", "model.num_attention_heads": "num_heads",
-              "model.num_kv_heads": "num_kv_heads", "model.head_dim": "head_dim", "model.ffn_hidden_size": "ffn",
-              "model.padded_vocab_size": "vocab", "moe.shared_expert_size": "shared_ffn"}
-# raw argument / yaml path (first present wins) -> spec parameter
-_RAW = {"moe_ffn": ("moe_ffn_hidden_size", "model.model_config.moe_ffn_hidden_size",
-                    "model.model_config.moe_intermediate_size"),
-        "first_dense_layers": ("model.model_config.first_k_dense_replace",),
-        "q_lora_rank": ("q_lora_rank", "model.model_config.q_lora_rank"),
-        "kv_lora_rank": ("kv_lora_rank", "model.model_config.kv_lora_rank"),
-        "qk_nope_dim": ("qk_head_dim", "model.model_config.qk_nope_head_dim", "model.model_config.qk_head_dim"),
-        "qk_rope_dim": ("qk_pos_emb_head_dim", "model.model_config.qk_rope_head_dim",
-                        "model.model_config.qk_pos_emb_head_dim"),
-        "v_head_dim": ("v_head_dim", "model.model_config.v_head_dim")}
-_HF = {"num_hidden_layers": "num_layers", "hidden_size": "hidden", "vocab_size": "vocab",
-       "num_attention_heads": "num_heads", "num_key_value_heads": "num_kv_heads", "head_dim": "head_dim",
-       "intermediate_size": "ffn", "moe_intermediate_size": "moe_ffn", "first_k_dense_replace": "first_dense_layers",
-       "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_dim",
-       "qk_rope_head_dim": "qk_rope_dim", "v_head_dim": "v_head_dim",
-       "shared_expert_intermediate_size": "shared_ffn"}
-_HF_EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts")
-
 
 # HF sizes that may be 0 (all others must be positive)
 _HF_ZERO_OK = {"first_k_dense_replace", "n_shared_experts"}
@@ -101,7 +80,7 @@ def check_hf_values(config: dict, where: str) -> None:
     if text is not None:
         expect(text, dict, where, "text_config", "text_config must be a JSON object")
     for scope, prefix in ((config, ""), (text or {}, "text_config.")):
-        for key in (*_HF, *_HF_EXPERTS, "n_shared_experts"):
+        for key in (*vocabulary.hf_names(), "n_shared_experts"):
             if scope.get(key) is not None:
                 expect_count(scope[key], where, prefix + key, minimum=0 if key in _HF_ZERO_OK else 1,
                              fix=f"{prefix + key} must be a positive integer (or null when not used)")
@@ -125,17 +104,23 @@ def hf_params(config: dict[str, Any], where: str = "config.json") -> dict[str, i
     """HF config.json keys -> spec parameters (Mixtral's intermediate_size is the expert size)."""
     check_hf_values(config, where)
     config = {**config, **(config.get("text_config") or {})}
-    out = {param: config[key] for key, param in _HF.items() if config.get(key) is not None}
-    experts = next((config[k] for k in _HF_EXPERTS if config.get(k)), 0)
-    if experts:
-        out["num_experts"] = experts
-        out.setdefault("moe_ffn", out.get("ffn", 0))
-        if config.get("n_shared_experts") and "moe_ffn" in out:
-            out["shared_ffn"] = config["n_shared_experts"] * out["moe_ffn"]
+    out = spec_from_canonical(vocabulary.hf_to_canonical(config))
+    if out.get("num_experts") and config.get("n_shared_experts") and "moe_ffn" in out:
+        out["shared_ffn"] = config["n_shared_experts"] * out["moe_ffn"]
     if "num_heads" in out:
         out.setdefault("num_kv_heads", out["num_heads"])
         if "hidden" in out and "head_dim" not in out and "kv_lora_rank" not in out:
             out["head_dim"] = out["hidden"] // out["num_heads"]
+    return out
+
+
+def spec_from_canonical(values: dict[str, Any], stated=None) -> dict[str, int]:
+    """Canonical values -> spec parameters (the keys' spec aliases), with the one size rule that is
+    not a name: a MoE model's expert size defaults to the dense FFN size (Megatron's
+    --moe-ffn-hidden-size default, keys.yaml moe.expert_ffn_size; HF Mixtral's intermediate_size)."""
+    out = vocabulary.spec_params(values, stated)
+    if out.get("num_experts") and "moe_ffn" not in out and "ffn" in out:
+        out["moe_ffn"] = out["ffn"]
     return out
 
 
@@ -153,30 +138,4 @@ def _canonical(path: Path, framework: str) -> ModelConfigFile:
 
 
 def _canonical_params(raw: Any, config: Any) -> dict[str, int]:
-    out = {param: int(config.value(key)) for key, param in _CANONICAL.items() if _is_int(config.value(key))}
-    if "vocab" not in out and _is_int(config.value("model.vocab_size")):
-        out["vocab"] = int(config.value("model.vocab_size"))
-    experts = config.value("moe.num_experts")
-    if _is_int(experts) and experts > 1:
-        out["num_experts"] = int(experts)
-    for param, keys in _RAW.items():
-        value = next((_to_int(raw.values[k].value) for k in keys
-                      if k in raw.values and _to_int(raw.values[k].value) is not None), None)
-        if value is not None:
-            out[param] = value
-    if out.get("num_experts") and "moe_ffn" not in out and "ffn" in out:
-        out["moe_ffn"] = out["ffn"]          # Megatron: --moe-ffn-hidden-size defaults to --ffn-hidden-size
-    if not out.get("shared_ffn"):
-        out.pop("shared_ffn", None)
-    return out
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _to_int(value: Any) -> int | None:
-    """An int as written (``32`` or ``"32"`` from a script); None for anything else."""
-    if _is_int(value):
-        return int(value)
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+    return spec_from_canonical(vocabulary.known_values(config), vocabulary.stated_in(raw))

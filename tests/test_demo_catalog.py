@@ -1,0 +1,108 @@
+"""The fault catalog datasets/demo_faults.yaml: what it must hold, and hostile catalogs refused with file:line [key]."""
+from __future__ import annotations
+
+import pytest
+
+from workbench.demo.catalog import CODE_KINDS, STAGES, find_fault, load_faults
+from workbench.errors import InputError
+
+ISSUE_FAULTS = {  # issue 13's list -> (catalog name, first failing stage, plant kind)
+    "embedding computed in fp32 vs the rest in fp16": ("embedding_fp32", "precision"),
+    "softmax in fp16": ("softmax_fp16", "precision"),
+    "norm epsilon mismatch": ("norm_epsilon", "model"),
+    "rotary base mismatch": ("rotary_base", "model"),
+    "weight decay on 1-D parameters": ("weight_decay_1d", "optimizer"),
+    "optimizer without bias correction": ("no_bias_correction", "optimizer"),
+    "a learning-rate schedule mismatch": ("lr_schedule", "schedule"),
+    "gate/up swapped in the converted weights": ("gate_up_swapped", "weights"),
+    "a data off-by-one step in replay": ("data_off_by_one", "replay"),
+    "vocabulary padding mismatch": ("vocab_padding", "weights"),
+}
+
+
+def test_the_shipped_catalog_holds_every_fault_of_the_issue():
+    faults = load_faults()
+    assert {name: fault.plant.kind for name, fault in faults.items()} == dict(ISSUE_FAULTS.values())
+    assert all(fault.stage in STAGES and fault.component and fault.why and "TBD" not in fault.why
+               for fault in faults.values())
+    assert faults["gate_up_swapped"].stage == "weights" and faults["data_off_by_one"].stage == "data"
+    assert faults["weight_decay_1d"].stage == faults["no_bias_correction"].stage == "step2_optimizer"
+    assert faults["lr_schedule"].stage == "long"
+    assert all(faults[name].stage in ("step1_loss", "step1_localnorm")
+               for name in ("norm_epsilon", "rotary_base", "softmax_fp16", "embedding_fp32"))
+
+
+def write(tmp_path, body: str):
+    path = tmp_path / "faults.yaml"
+    path.write_text("kind: demo_faults\nfaults:\n" + body)
+    return path
+
+
+GOOD = """  - name: wd
+    title: t
+    stage: step2_optimizer
+    component: optimizer
+    plant: {kind: optimizer, weight_decay_1d: true}
+    why: w
+"""
+
+
+def test_a_minimal_catalog_loads(tmp_path):
+    fault = load_faults(write(tmp_path, GOOD))["wd"]
+    assert fault.plant.kind in CODE_KINDS and fault.plant.values == {"weight_decay_1d": True}
+
+
+@pytest.mark.parametrize("old,new,line,key,needle", [
+    ("stage: step2_optimizer", "stage: step3", 5, "faults.0.stage", "expected one of checklist, weights"),
+    ("kind: optimizer,", "kind: kernel,", 7, "faults.0.plant.kind", "expected one of model, precision"),
+    ("weight_decay_1d: true", "weight_decay_1d: 1", 7, "faults.0.plant.weight_decay_1d", "is an integer (1), "
+                                                                                          "expected true/false"),
+    ("weight_decay_1d: true", "decay_everything: true", 7, "faults.0.plant.decay_everything",
+     "unknown optimizer value"),
+    ("title: t", "title: [1, 2]", 4, "faults.0.title", "expected a non-empty string, found a list"),
+    ("why: w", "why: w\n    colour: red", 9, "faults.0.colour", "unknown key 'colour'"),
+    ("name: wd", "name: Bad Name", 3, "faults.0.name", "is not a lower-case identifier"),
+    ("plant: {kind: optimizer, weight_decay_1d: true}", "plant: {kind: precision, knob: softmax_dtype, dtype: fp8}",
+     7, "faults.0.plant.dtype", "expected one of fp32, fp16, bf16"),
+    ("plant: {kind: optimizer, weight_decay_1d: true}", "plant: {kind: model, norm_epsilon_layer: -1}",
+     7, "faults.0.plant.norm_epsilon_layer", "expected an integer at least 0"),
+    ("plant: {kind: optimizer, weight_decay_1d: true}", "plant: {kind: precision, knob: softmax_dtype}",
+     7, "faults.0.plant", "a precision plant needs dtype"),
+    ("plant: {kind: optimizer, weight_decay_1d: true}", "plant: optimizer", 7, "faults.0.plant",
+     "expected a mapping with kind:"),
+    ("plant: {kind: optimizer, weight_decay_1d: true}", "plant: {kind: optimizer, weight_decay_1d: true}\n"
+     "    parameters: ['(']", 8, "faults.0.parameters.0", "bad regular expression"),
+])
+def test_hostile_entries_name_the_file_line_and_key(tmp_path, old, new, line, key, needle):
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(InputError) as error:
+        load_faults(path)
+    assert f"{path}:{line} [{key}]" in str(error.value) and needle in str(error.value)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("kind: demo_faults\nfaults: {wd: 1}\n", "expected a non-empty list of faults"),
+    ("kind: log_formats\nfaults: []\n", "expected kind: demo_faults"),
+    ("kind: demo_faults\nfaults:\n  - 3\n", "expected a mapping (name, title, stage, ...), found an integer"),
+    ("kind: demo_faults\nfaults:\n  - {name: a}\n", "fault lacks title, stage, component, plant, why"),
+    ("kind: demo_faults\nfaults:\n" + "  " + "[" * 200 + "]" * 200 + "\n", "nest"),
+    ("kind: demo_faults\nfaults:\n" + GOOD + GOOD, "fault 'wd' is listed twice"),
+])
+def test_hostile_catalogs_are_one_error(tmp_path, text, needle):
+    path = tmp_path / "faults.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        load_faults(path)
+    assert str(path) in str(error.value) and needle in str(error.value)
+
+
+def test_a_catalog_that_is_not_utf8_is_one_error(tmp_path):
+    path = tmp_path / "faults.yaml"
+    path.write_bytes(b"kind: demo_faults\nfaults:\n  - name: \xff\xfe\n")
+    with pytest.raises(InputError, match="UTF-8"):
+        load_faults(path)
+
+
+def test_an_unknown_name_lists_the_catalog():
+    with pytest.raises(InputError, match="unknown fault 'nope' .use one of embedding_fp32, softmax_fp16"):
+        find_fault("nope")

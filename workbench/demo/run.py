@@ -1,0 +1,210 @@
+"""``workbench demo``: the whole alignment method on CPU, as a user runs it on a cluster, on the reference models.
+
+    demo = run_demo(DemoOptions(out=Path("demo"), fault="norm_epsilon"))
+    demo.result.verdict, demo.result.facts["first_failure"], demo.timings
+
+1. prepare: ``align prepare`` on the shipped demo pair (a Megatron launch script and a MindFormers yaml)
+   writes every run's configs and plan.yaml (``DIR/align``); every later file goes where the plan says.
+2. checkpoint: the reference (torch, Megatron-style) writes its initial weights (``--steps 0 --save``).
+3. convert: ``workbench convert`` turns them into the MindFormers .ckpt (a weights fault is planted there).
+4. batches: the reference's batches captured by Megatron's capture hook; the MindSpore side replays the
+   capture (a replay fault is planted there) and records what it trains on.
+5. runs: each run of the plan (steps 1-2 with local norms and the step-1 gradient capture, lr = 0, the long
+   run, the reference's rerun with determinism off) on both sides, each side from the configs align prepare
+   wrote for it, both from the same weights; the MindSpore side with the fault planted in its code.
+6. dumps: msprobe dumps of step 1 on both sides, each in its own process.
+7. report: ``align report`` on the plan: every stage, the first failure, the component.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import InputError
+from ..knowledge import knowledge_dir
+
+PAIR = ("demo_megatron.sh", "demo_mindformers.yaml")
+"""The demo's own config pair, shipped in checklists/examples/ (the model sized in datasets/demo_model.yaml)."""
+LONG_STEPS = 40
+REPORT = "report.html"
+
+
+@dataclass
+class DemoOptions:
+    out: Path
+    fault: str | None = None
+    long_steps: int = LONG_STEPS
+    dumps: bool = True
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass
+class DemoRun:
+    out: Path
+    plan: Path
+    report: Path
+    result: object                                   # the align report's Result
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def mindspore_side(fault_name: str | None, model):
+    """(the MindSpore side's model config, the fault to plant in its code or None) under ``fault_name``."""
+    if not fault_name:
+        return model, None
+    from .catalog import CODE_KINDS, find_fault
+    from .faults import mindspore_model
+
+    fault = find_fault(fault_name)
+    return mindspore_model(fault, model), fault if fault.plant.kind in CODE_KINDS else None
+
+
+def run_demo(options: DemoOptions) -> DemoRun:
+    """Every stage of the method into ``options.out`` (which must not exist, or be an empty folder)."""
+    from .catalog import find_fault
+
+    fault = find_fault(options.fault) if options.fault else None
+    out = Path(options.out)
+    timings: dict[str, float] = {}
+
+    def stage(name: str, work: Callable[[], object]):
+        if options.progress:
+            options.progress(name)
+        start = time.perf_counter()
+        value = work()
+        timings[name] = time.perf_counter() - start
+        return value
+
+    plan = stage("prepare", lambda: _prepare(out, options.long_steps))
+    runs = _Runs(plan, out / "work", fault)
+    stage("checkpoint", runs.reference_checkpoint)
+    stage("convert", runs.convert)
+    stage("batches", runs.batches)
+    for name in ("step12", "lr0", "long", "rerun"):
+        stage(f"run {name}", lambda name=name: runs.run(name))
+    notes = stage("dumps", runs.dumps) if options.dumps else ["dumps skipped (--no-dumps)"]
+    result = stage("report", lambda: _report(plan, out / REPORT))
+    return DemoRun(out, plan.path, out / REPORT, result, timings, notes or [])
+
+
+def _prepare(out: Path, long_steps: int):
+    from ..align.plan import read_plan
+    from ..align.prepare import prepare
+
+    examples = knowledge_dir("checklists") / "examples"
+    out.mkdir(parents=True, exist_ok=True)
+    prepare(examples / PAIR[0], examples / PAIR[1], out / "align", long_steps=long_steps)
+    return read_plan(out / "align")
+
+
+def _report(plan, page: Path):
+    from ..align.report import run_stages
+    from ..align.result import align_result
+    from ..report.emit import emit
+
+    result = align_result(plan, run_stages(plan))
+    for suffix in (".md", ".json"):                   # the same report as markdown and JSON (workbench.align/1)
+        emit(result, suffix[1:], page.with_suffix(suffix), force=True)
+    emit(result, "html", page, force=True)
+    return result
+
+
+class _Runs:
+    """The runs of one demo: each side's configs from the plan, its weights, its batches."""
+
+    def __init__(self, plan, work: Path, fault):
+        self.plan, self.work, self.fault = plan, work, fault
+        self.work.mkdir(parents=True, exist_ok=True)
+
+    def path(self, artifact: str) -> Path:
+        return self.plan.artifacts[artifact]
+
+    def configs(self, run: str, side: str):
+        from ..reference.from_canonical import configs_from_file
+
+        entry = self.plan.runs[run]
+        config = entry["megatron"] if side == "megatron" else entry["mindformers_config"]
+        return configs_from_file(self.plan.folder / config, side)
+
+    def reference_checkpoint(self) -> None:
+        from dataclasses import replace
+
+        from ..reference.runner import RunSpec, run
+
+        model, train = self.configs("step12", "megatron")
+        staged = self.work / "initial"
+        run(RunSpec(side="megatron", model=model, train=replace(train, steps=0), out=staged, save=("megatron",)))
+        _move(staged / "megatron_checkpoint", self.path("megatron_checkpoint"))
+
+    def convert(self) -> None:
+        from ..convert.run import ConvertOptions, convert
+
+        target = self.path("mindformers_checkpoint")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        convert(self.path("megatron_checkpoint"), target, ConvertOptions(to="mindformers"))
+        if self.fault is not None and self.fault.plant.kind == "weights":
+            from .faults import plant_weights_fault
+
+            plant_weights_fault(target, self.fault)
+
+    def batches(self) -> None:
+        from ..reference.config import synthetic_batches
+        from .batches import record, replay_for_mindspore, save_npz
+
+        model, train = self.configs("long", "megatron")
+        steps = max(train.steps, 2)
+        reference = synthetic_batches(model, steps, micro_batch_size=2, seed=train.seed)
+        record(reference, self.path("megatron_batches"))
+        replayed = replay_for_mindspore(self.path("megatron_batches"), self.path("mindformers_batches"), self.fault)
+        save_npz(reference, self.work / "megatron_batches.npz")
+        save_npz(replayed, self.work / "mindformers_batches.npz")
+
+    def run(self, name: str) -> None:
+        from ..reference.runner import RunSpec, run
+
+        entry = self.plan.runs[name]
+        for side in ("megatron", "mindformers"):
+            if side not in entry:
+                continue
+            model, train = self.configs(name, side)
+            init = self.path("megatron_checkpoint" if side == "megatron" else "mindformers_checkpoint")
+            code_fault = None
+            if side == "mindformers":
+                model, fault = mindspore_side(self.fault.name if self.fault else None, model)
+                code_fault = fault.name if fault else None
+            spec = RunSpec(side=side, model=model, train=train, out=self.work / f"{name}_{side}", init=init,
+                           batches=self.work / f"{side}_batches.npz", grads=name == "step12" and side == "megatron",
+                           fault=code_fault)
+            result = run(_with_local_norms(spec, name))
+            _move(result.log, self.plan.folder / entry[f"{side}_log"])
+            if spec.grads:
+                _move(result.grads_dir, self.path("grads"))
+
+    def dumps(self) -> list[str]:
+        from .dumps import dump_both
+
+        return dump_both(self)
+
+
+def _with_local_norms(spec, run_name: str):
+    from dataclasses import replace
+
+    if run_name != "step12":
+        return spec
+    return replace(spec, train=replace(spec.train, log_local_norms=True))
+
+
+def _move(source: Path | None, target: Path) -> None:
+    """A finished run's file or folder to where the plan expects it (replacing an older one)."""
+    import shutil
+
+    if source is None:
+        raise InputError(str(target), "the run wrote nothing here", "see the run's log")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    shutil.move(str(source), str(target))
