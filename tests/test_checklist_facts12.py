@@ -701,10 +701,13 @@ def test_missing_mla_dimensions(tmp_path):
 def test_missing_rope_scaling(tmp_path):
     # a Llama-3.1-style yaml: the Qwen3 fixture with an HF rope_scaling mapping; Megatron without --use-rope-scaling
     yaml = edited(tmp_path, QWEN3_YAML, 'rotary_dtype: "float32"',
-                  'rotary_dtype: "float32"\n    rope_scaling: {rope_type: llama3, factor: 8.0}')
+                  'rotary_dtype: "float32"\n    rope_scaling: {rope_type: llama3, factor: 8.0, '
+                  'original_max_position_embeddings: 8192}')
     report = audit(MIXTRAL_GPU_SH, yaml)
     assert report.mindformers["model.rope_scaling"].value == "llama3"
     assert report.item("rope_scaling").verdict == "MISMATCH"
     script = edited(tmp_path, MIXTRAL_GPU_SH, "    --position-embedding-type rope\n",
                     "    --position-embedding-type rope\n    --use-rope-scaling\n")
+    # the factors are compared too (issue 12 rest): upstream's Llama-3 scaling uses factor 8 (default) and
+    # original max positions 8192 (core_v0.12.1 rotary_pos_embedding.py:89), as the yaml states
     assert audit(script, yaml).item("rope_scaling").verdict == "PASS"

@@ -265,11 +265,11 @@ def _why(key: str, value: Any) -> str:
 
 def _fixes(ctx: _Context, report, settings: dict[str, Any]) -> dict[str, list[Request]]:
     """Settings that move each value the CheckList still finds different to the reference's."""
-    from ..audit.rules import MISMATCH, RISK
+    from ..audit.rules import INFO, MISMATCH, RISK
 
     fixes: dict[str, list[Request]] = {"megatron": [], "mindformers": []}
-    for item in report.items:
-        if item.verdict not in (MISMATCH, RISK) or item.id in ctx.runs.differences:
+    for item in report.items:   # INFO: parallel sizes differ (informational, issue 12): aligned here all the same
+        if item.verdict not in (MISMATCH, RISK, INFO) or item.id in ctx.runs.differences:
             continue
         for value_m, value_f in zip(item.megatron, item.mindformers, strict=True):
             if not (value_m.known and value_f.known) or value_m.value == value_f.value or value_m.key in settings:
@@ -300,16 +300,16 @@ def _fix_value(ctx: _Context, key: str, megatron_value: Any, mindformers_value: 
 
 
 def _leftovers(ctx: _Context, report, run: Run) -> tuple[dict[str, str], list[str]]:
-    from ..audit.rules import MISMATCH, RISK
+    from ..audit.rules import INFO, MISMATCH, RISK
 
     planned, unresolved = {}, []
     for item in report.items:
-        if item.verdict not in (MISMATCH, RISK):
+        if item.verdict not in (MISMATCH, RISK, INFO):
             continue
         if item.id in ctx.runs.differences:
             planned[item.id] = ctx.runs.differences[item.id]
         elif ctx.keep_parallel and item.section.lower().startswith("parallel"):
             planned[item.id] = "kept as in the inputs (align prepare --keep-parallel)"
-        elif "mindformers" in run.sides:
+        elif item.verdict != INFO and "mindformers" in run.sides:
             unresolved.append(f"{item.id} {item.verdict}: {item.message}")
     return planned, unresolved

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import read_config, resolve
-from ..config.canonical import CanonicalValue, RawConfig, TrainingConfig
-from ..config.registry import MISSING, load_framework, load_registry
+from ..config.canonical import CanonicalValue, RawConfig, TrainingConfig, is_critical
+from ..config.registry import load_framework
 from .checklist import Item, load_checklist
+from .fixes import item_fix
 from .rules import MISMATCH, PASS, RISK, RULES, UNKNOWN, VERDICTS, RuleContext
 
 HARDWARE_CHOICES = ("auto", "same", "cross")
@@ -46,6 +47,12 @@ class AuditReport:
         counts = self.counts()
         return 1 if counts[MISMATCH] or (strict and counts[RISK]) else 0
 
+    def critical(self) -> list[str]:
+        """What the reader must know first: assumed values and the notes that can change a verdict."""
+        notes = [f"Megatron: {note}" for note in self.megatron.notes if is_critical(note)]
+        notes += [f"MindFormers: {note}" for note in self.mindformers.notes if is_critical(note)]
+        return [f"assumed: {text}" for text in self.assumptions] + notes
+
     def item(self, item_id: str) -> ItemResult:
         return next(result for result in self.items if result.id == item_id)
 
@@ -65,10 +72,23 @@ def _assume_run_length(mindformers_raw: RawConfig, megatron: TrainingConfig, min
 
 
 def _not_interpreted(raw: RawConfig) -> list[str]:
+    """Arguments the CheckList did not read, left out where they hold Megatron's own default (or nothing)."""
     if raw.form not in ("shell", "flat-yaml", "json", "yaml-cfg"):
         return []
     ignored = set(load_framework("megatron").get("ignored", []))
-    return sorted(name for name in raw.values if name not in raw.accessed and name not in ignored)
+    defaults = load_framework("megatron_defaults").get("defaults", {})
+    return sorted(name for name, value in raw.values.items() if name not in raw.accessed and name not in ignored
+                  and value.value not in (None, "", "None", "null")
+                  and not (name in defaults and _is_default(value.value, defaults[name])))
+
+
+def _is_default(value, default) -> bool:
+    if isinstance(value, bool) or isinstance(default, bool) or default is None:
+        return str(value).lower() == str(default).lower()
+    try:
+        return float(value) == float(default)
+    except (TypeError, ValueError):
+        return str(value) == str(default)
 
 
 def _hardware(megatron: TrainingConfig, mindformers: TrainingConfig, choice: str) -> tuple[str, str]:
@@ -78,22 +98,6 @@ def _hardware(megatron: TrainingConfig, mindformers: TrainingConfig, choice: str
     if hw_m and hw_f and hw_m == hw_f:
         return "same", f"both on {hw_m}"
     return "cross", f"Megatron on {hw_m or 'unknown'}, MindFormers on {hw_f or 'unknown'}"
-
-
-def _fix(item: Item, megatron: TrainingConfig, mindformers: TrainingConfig) -> dict[str, str]:
-    if item.fix:
-        return {side: str(text) for side, text in item.fix.items()}
-    registry = load_registry()
-    fixes = {}
-    for side, config in (("megatron", megatron), ("mindformers", mindformers)):
-        texts = []
-        for key in item.keys:
-            spec = registry[key].side(side, config.generation)
-            if spec is not None and spec.fixed is MISSING and spec.how_to_set(side):
-                texts.append(spec.how_to_set(side))
-        parts = [part.strip() for text in texts for part in text.split(" / ")]
-        fixes[side] = " / ".join(dict.fromkeys(parts))
-    return fixes
 
 
 def _side_values(config: TrainingConfig, keys: tuple[str, ...]) -> list[CanonicalValue]:
@@ -129,7 +133,7 @@ def evaluate(item: Item, ctx: RuleContext) -> ItemResult:
         verdict, message, details = outcome.verdict, outcome.message, outcome.details
     verdict, message = _assumed_run_length(verdict, message, values_f, ctx.mindformers)
     return ItemResult(item.section, item.id, item.title, verdict, item.severity, message, item.why,
-                      _fix(item, ctx.megatron, ctx.mindformers), values_m, values_f, details)
+                      item_fix(item, verdict, values_m, values_f, ctx), values_m, values_f, details)
 
 
 def run_checklist(megatron_path: Path | str, mindformers_path: Path | str, hardware: str = "auto") -> AuditReport:

@@ -2,7 +2,9 @@
 
 Verdicts: PASS, MISMATCH (a failed rule of severity error), RISK (a failed rule of severity
 warning, or aligned but not advisable), MANUAL (configs cannot decide: the message says what
-to check), UNKNOWN (a side does not say: the message names what would settle it).
+to check), UNKNOWN (a side does not say: the message names what would settle it), INFO (an
+informational item whose values differ without changing the math: never a failure, not even
+with --strict).
 """
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from typing import Any, Callable
 
 from ..config.canonical import CanonicalValue, RawConfig, TrainingConfig
 
-PASS, MISMATCH, RISK, MANUAL, UNKNOWN = "PASS", "MISMATCH", "RISK", "MANUAL", "UNKNOWN"
-VERDICTS = (MISMATCH, RISK, UNKNOWN, MANUAL, PASS)
+PASS, MISMATCH, RISK, MANUAL, UNKNOWN, INFO = "PASS", "MISMATCH", "RISK", "MANUAL", "UNKNOWN", "INFO"
+VERDICTS = (MISMATCH, RISK, UNKNOWN, MANUAL, INFO, PASS)
 
 
 @dataclass
@@ -129,7 +131,7 @@ def info(item, ctx, megatron, mindformers):
         return unknown
     if _differs(megatron, mindformers, 1e-9):
         note = item.params.get("note", "informational: the math is the same, the reduction order differs (expect last-bit differences)")
-        return Outcome(item.params.get("verdict_when_differs", RISK), f"{pair_text(megatron, mindformers)}: {note}")
+        return Outcome(item.params.get("verdict_when_differs", INFO), f"{pair_text(megatron, mindformers)}: {note}")
     return Outcome(PASS, f"both {_side_text(megatron)} (informational)")
 
 

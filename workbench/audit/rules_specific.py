@@ -232,3 +232,43 @@ def equal_where_used(item, ctx, megatron, mindformers):
     if not megatron[0].value and not mindformers[0].value:
         return Outcome(PASS, f"no {item.params.get('feature', item.title.lower())} on either side")
     return equal(item, ctx, megatron, mindformers)
+
+
+# The factors each RoPE scaling kind reads, after the kind itself: (factor), (factor, original positions),
+# (factor, original positions, beta fast, beta slow, mscale, mscale all dim).
+_ROPE_FACTORS = {"linear": 1, "ntk": 1, "llama3": 2, "yarn": 6}
+
+
+@rule
+def rope_scaling(item, ctx, megatron, mindformers):
+    """Keys: the scaling kind, then its factors; only the factors the kind reads are compared."""
+    if unknown := unknown_outcome(megatron[:1], mindformers[:1]):
+        return unknown
+    kind_m, kind_f = megatron[0].value, mindformers[0].value
+    if kind_m != kind_f:
+        return fail(item, f"RoPE scaling Megatron {kind_m} vs MindFormers {kind_f}")
+    if kind_m == "none":
+        return Outcome(PASS, "no RoPE scaling on either side")
+    used = 1 + _ROPE_FACTORS.get(kind_m, 1)
+    outcome = equal(item, ctx, megatron[:used], mindformers[:used])
+    outcome.message = f"{kind_m}: {outcome.message}"
+    return outcome
+
+
+def _without_last_run(pattern: str) -> str:
+    return pattern.rsplit("+", 1)[0] + "+" + pattern.rsplit("+", 1)[-1].split("*")[0] if "+" in pattern \
+        else pattern.split("*")[0]
+
+
+@rule
+def layer_pattern(item, ctx, megatron, mindformers):
+    """MoE layer patterns (run-length text). Models of different depth compare their shape: the same dense
+    prefix and the same last run (the depth itself is the Number of layers item)."""
+    outcome = equal(item, ctx, megatron, mindformers)
+    if outcome.verdict == PASS or outcome.verdict == UNKNOWN:
+        return outcome
+    if ctx.megatron.value("model.num_layers") != ctx.mindformers.value("model.num_layers") and \
+            _without_last_run(megatron[0].value) == _without_last_run(mindformers[0].value):
+        return Outcome(PASS, f"{pair_text(megatron, mindformers)}: the same pattern over a different depth "
+                             "(the Number of layers item compares the depth)")
+    return outcome

@@ -15,7 +15,7 @@ EXAMPLES = """examples:
 DETAILS = """MEGATRON is auto-detected: a launch script (MindSpeed multi-line variables or bash arrays),
 a training log with the 'arguments' block, a --yaml-cfg YAML, a flat YAML/JSON of arguments,
 or a checkpoint (model_optim_rng.pt, an iter_* folder, or a checkpoint root).
-Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict), 2 bad input."""
+Exit codes: 0 no mismatch, 1 mismatches (or risks with --strict; INFO never fails), 2 bad input."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     add_output_arguments(parser)
     parser.add_argument("--only", help="comma-separated verdicts to show (e.g. MISMATCH,RISK); JSON is always complete")
-    parser.add_argument("--strict", action="store_true", help="count RISK as failure (exit 1)")
+    parser.add_argument("--all", action="store_true", dest="show_all",
+                        help="on the terminal, list the PASS items too (folded into a count line by default)")
+    parser.add_argument("--strict", action="store_true", help="count RISK as failure (exit 1); INFO never fails")
     parser.add_argument("--hardware", choices=("auto", "same", "cross"), default="auto",
                         help="same or different hardware on the two sides (default: detected)")
     parser.add_argument("--plot-lr", type=Path, metavar="FILE.png", help="draw both LR schedules and their difference")
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     output_format = check_outputs(args, args.plot_lr)
     only = _only(args.only)
     report = run_checklist(args.megatron, args.mindformers, hardware=args.hardware)
-    result = checklist_result(report, only, args.strict, with_table=output_format in ("csv", "xlsx"))
+    result = checklist_result(report, only, args.strict, with_table=output_format in ("csv", "xlsx"),
+                              show_all=args.show_all)
     if args.plot_lr is not None:
         if not any(figure.name == "lr_schedule" for figure in result.figures):
             raise_unplotted(report)

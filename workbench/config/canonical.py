@@ -20,6 +20,15 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("set", "default", "derived", "fixed", "assumed", "unknown")
+# Reader notes that can change a verdict, shown in the report's summary rather than among the harmless
+# notes: a dropped (undecided) `if` branch, a sourced file not followed, another launch command, facts
+# written for another model class.
+CRITICAL_NOTE_MARKERS = ("inside `if` not applied", "not followed", "another launch command",
+                         "facts for legacy models are written for", "no class defaults known")
+
+
+def is_critical(note: str) -> bool:
+    return any(marker in note for marker in CRITICAL_NOTE_MARKERS)
 
 
 @dataclass(frozen=True)

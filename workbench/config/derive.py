@@ -259,4 +259,4 @@ def megatron_warmup_fraction(r: Resolver) -> Derived | Unknown:
     return warmup_over(r, "lr.decay_steps", "decay steps", "--lr-warmup-fraction or --lr-warmup-iters with --train-iters")
 
 
-from . import derive_megatron_kernels, derive_mindformers, derive_mindformers_moe  # noqa: E402,F401  (register more derivations)
+from . import derive_megatron_kernels, derive_mindformers, derive_mindformers_moe, derive_moe_rope  # noqa: E402,F401,E501

@@ -187,8 +187,8 @@ def _from_yaml_cfg(doc: YamlDoc) -> RawConfig:
             raw.values[aliases.get(key, key)] = RawValue(value, doc.where(f"{section}.{key}"))
     # yaml_arguments.py builds the MLP from language_model.activation_func (+ gated_linear_unit),
     # whatever a top-level `swiglu:` says.
-    activation = raw.values.get("activation_func")
-    if activation is not None and activation.value is not None:
+    activation = raw.lookup("activation_func")
+    if activation is not None:
         gated = bool(raw.values.get("gated_linear_unit", RawValue(False, "")).value)
         name = str(activation.value).lower()
         raw.values["swiglu"] = RawValue(name == "swiglu" or (gated and name == "silu"), activation.origin)

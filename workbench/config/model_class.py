@@ -20,6 +20,9 @@ def apply_model_class(raw: RawConfig) -> None:
     classes = load_framework("mindformers").get("model_classes", {})
     spec = classes.get(model_type.value) if model_type is not None and isinstance(model_type.value, str) else None
     if spec is None:
+        if model_type is not None and model_type.value:
+            raw.notes.append(f"model_type {model_type.value}: no class defaults known to the CheckList "
+                             f"(it knows {', '.join(classes)}); generic TransformerConfig defaults applied")
         return
     label = f"{spec['class']} ({spec['source']})"
     for name, value in spec.get("defaults", {}).items():

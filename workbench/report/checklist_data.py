@@ -42,6 +42,7 @@ def report_to_dict(report: AuditReport, strict: bool = False) -> dict[str, Any]:
         "inputs": {"megatron": _input(report.megatron), "mindformers": _input(report.mindformers)},
         "hardware": {"relation": report.hardware, "source": report.hardware_source},
         "assumptions": list(report.assumptions),
+        "critical": report.critical(),
         "summary": report.counts(),
         "strict": strict,
         "exit_code": report.exit_code(strict),
