@@ -69,8 +69,8 @@ def padding_record(size: int) -> bytes:
     """A top-level ``PAD_FIELD`` record of exactly ``size`` bytes (3..130 or 132..16386)."""
     key = _key(PAD_FIELD, _BYTES)
     length = size - len(key) - 1 if size - len(key) - 1 < 128 else size - len(key) - 2
-    record = key + varint(length) + bytes(length)
-    if length < 0 or len(record) != size:
+    record = key + varint(length) + bytes(length) if length >= 0 else b""
+    if len(record) != size:
         raise ValueError(f"no padding record is {size} bytes long")
     return record
 
