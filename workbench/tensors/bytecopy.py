@@ -9,7 +9,7 @@ no page faults on a memory map, no array copy, memory unchanged. Where neither c
 
 The kernel copies page-cache pages: when a range lands at an output offset with the same residue
 modulo :data:`PAGE` as in its source, each source page fills exactly one destination page, which
-copies about twice as fast as a shifted range. Writers that can choose where a tensor's bytes
+costs less kernel time than a shifted range (10-40 % less CPU time measured). Writers that can choose where a tensor's bytes
 start (safetensors header padding, a ``.ckpt`` padding field) take those source offsets as
 ``aligned_to`` and match their residues (see :func:`page_padding`).
 """

@@ -17,8 +17,8 @@ strings are ``tensor_type "str"`` (UCS-4 bytes, dims [0]); numbers are 0-d tenso
 A tensor copied byte for byte from another file (a rename) may be preceded by a padding record,
 a top-level field :data:`PAD_FIELD` (bytes) that the schema does not have: protobuf parsers skip
 unknown fields, so ``load_checkpoint`` reads the file unchanged (a test loads it with MindSpore),
-and the tensor's bytes then start at their source offset's page residue, which copies about twice
-as fast (see :mod:`workbench.tensors.bytecopy`).
+and the tensor's bytes then start at their source offset's page residue, which copies faster
+(see :mod:`workbench.tensors.bytecopy`).
 """
 from __future__ import annotations
 
