@@ -52,14 +52,17 @@ def check_destination(path: Path | str, to: str, force: bool) -> Path:
     return path
 
 
-def open_destination(path: Path | str, plan, to: str, hf_config: dict | None = None):
+def open_destination(path: Path | str, plan, to: str, hf_config: dict | None = None,
+                     aligned_to: dict[str, int] | None = None):
     """The streaming writer for ``path``: a folder writer (with ``config.json`` for hf) or one file.
-    What is in the way is replaced once the output is complete: call :func:`check_destination` first."""
+    What is in the way is replaced once the output is complete: call :func:`check_destination` first.
+    ``aligned_to``: source offsets of the tensors that arrive as byte ranges (see ``open_sink``)."""
     from ..tensors.open import open_sink
     from .hf_folder import FolderSink
 
     path = Path(path)
     kind = destination_kind(path, to)
     if kind in (HF_FOLDER, FOLDER):
-        return FolderSink(path, plan.targets, config=hf_config if kind == HF_FOLDER else None, replace=True)
-    return open_sink(path, plan.targets, fmt=kind)
+        return FolderSink(path, plan.targets, config=hf_config if kind == HF_FOLDER else None, replace=True,
+                          aligned_to=aligned_to)
+    return open_sink(path, plan.targets, fmt=kind, aligned_to=aligned_to)

@@ -34,7 +34,8 @@ class FolderSink:
     """Streams ``metas`` (in order) into the folder ``path``; ``config`` becomes ``config.json``."""
 
     def __init__(self, path: Path | str, metas: list[TensorMeta], *, config: dict | None = None,
-                 shard_bytes: int | None = None, metadata: dict | None = None, replace: bool = False):
+                 shard_bytes: int | None = None, metadata: dict | None = None, replace: bool = False,
+                 aligned_to: dict[str, int] | None = None):
         self.path = Path(path)
         self.config = config
         if not self.path.parent.is_dir():
@@ -47,9 +48,11 @@ class FolderSink:
         self.staging, _ = new_temporary(self.path, ".part", folder=True)
         try:
             if sum(meta.nbytes for meta in metas) <= shard_bytes:
-                self._inner = SafetensorsSink(self.staging / SINGLE_FILE, metas, metadata=metadata)
+                self._inner = SafetensorsSink(self.staging / SINGLE_FILE, metas, metadata=metadata,
+                                              aligned_to=aligned_to)
             else:
-                self._inner = SafetensorsSink(self.staging, metas, shard_bytes=shard_bytes, metadata=metadata)
+                self._inner = SafetensorsSink(self.staging, metas, shard_bytes=shard_bytes, metadata=metadata,
+                                              aligned_to=aligned_to)
         except BaseException:
             _remove(self.staging)
             raise

@@ -159,10 +159,12 @@ def convert(source_path: Path | str, destination: Path | str, options: ConvertOp
         check_not_a_source(destination, source_paths(Path(source_path), source))
         hf = hf_config_for(plan, arch, config=options.config, source=Path(source_path),
                            framework=CONTAINER_FRAMEWORK.get(type(source).__name__)) if options.to == "hf" else None
+        spans = [_byte_span(step, source) for step in plan.steps]
+        aligned_to = {step.target.name: span.offset for step, span in zip(plan.steps, spans, strict=True) if span}
         with Staging(destination) as staging:
-            sink = open_destination(staging.path, plan, options.to, hf.config if hf else None)
+            sink = open_destination(staging.path, plan, options.to, hf.config if hf else None, aligned_to)
             try:
-                written = _stream(plan, source, sink, options)
+                written = _stream(plan, spans, source, sink, options)
                 files = sink.finish()
             except BaseException:
                 sink.abort()
@@ -183,13 +185,13 @@ def _params_dict(params) -> dict:
     return asdict(params) if is_dataclass(params) else dict(params)
 
 
-def _stream(plan, source, sink, options: ConvertOptions) -> int:
-    """Write each target in plan order: a rename as its stored byte range, the rest materialised."""
+def _stream(plan, spans: list, source, sink, options: ConvertOptions) -> int:
+    """Write each target in plan order: a rename as its stored byte range (``spans``), the rest materialised."""
     from .progress import progress_bar
 
     written = 0
     with progress_bar(len(plan.steps), "converting", enabled=options.progress) as advance:
-        for step, payload in _payloads(plan.steps, source, options.workers):
+        for step, payload in _payloads(plan.steps, spans, source, options.workers):
             sink.write(step.target.name, payload)
             written += step.target.nbytes
             advance(1)
@@ -204,11 +206,10 @@ def _byte_span(step, source):
     return span(step.sources[0]) if span is not None and is_byte_copy(step) else None
 
 
-def _payloads(steps, source, workers: int):
+def _payloads(steps, spans: list, source, workers: int):
     """Yield (step, byte span or array) in order; with workers > 1 a bounded window of arrays is computed ahead."""
     from .. import spec
 
-    spans = [_byte_span(step, source) for step in steps]
     if workers <= 1:
         for step, span in zip(steps, spans, strict=True):
             yield step, span if span is not None else spec.materialize(step, source.read)

@@ -5,14 +5,17 @@ leading zeros. No fuzzy matching: a name matches a template only if the whole na
 Templates are bucketed by their *skeleton* (the text without digits and placeholders), so
 resolving a name tries only the few templates of its skeleton, not all of them.
 
+The anchored regex is compiled on a template's first match, not when the spec is loaded: a
+conversion loads every architecture's spec to detect the model, yet matches names against only
+the few templates whose skeleton its names have (the spec's validation is unchanged).
+
 Logical keys may list several parts: ``layers.{i}.attn.[q,k,v]`` -> ``layers.{i}.attn.q``, ...
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import re
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Mapping
 
 VARIABLES = ("i", "e")
@@ -30,8 +33,13 @@ class TemplateError(ValueError):
 class Template:
     text: str
     variables: tuple[str, ...] = field(default=(), compare=False)
-    regex: re.Pattern = field(default=None, compare=False, repr=False)
+    pattern: str = field(default="", compare=False, repr=False)       # the anchored regex's source
     skeleton: str = field(default="", compare=False, repr=False)
+
+    @cached_property
+    def regex(self) -> re.Pattern:
+        """Compiled on first use (a frozen dataclass still has a ``__dict__`` for the cache)."""
+        return re.compile(self.pattern)
 
     @staticmethod
     def parse(text: str) -> "Template":
@@ -64,8 +72,7 @@ class Template:
                                     "so the index could not be read back unambiguously")
             variables.append(name)
             pattern.append(f"(?P<{name}>0|[1-9][0-9]*)")
-        regex = re.compile("^" + "".join(pattern) + "$")
-        return Template(text, tuple(variables), regex, "".join(skeleton))
+        return Template(text, tuple(variables), "^" + "".join(pattern) + "$", "".join(skeleton))
 
     def match(self, name: str) -> dict[str, int] | None:
         """The indices of ``name`` (``{"i": 3}``) when the whole name matches, else None."""

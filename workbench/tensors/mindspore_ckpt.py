@@ -13,6 +13,12 @@ Value as its own ``Checkpoint`` (concatenated messages merge), dims unpacked (``
 consecutive Values with the same tag and full dims (``load_checkpoint`` joins them). With
 ``crc_check=True`` the file ends in ``b"crc_num"`` + 10 big-endian bytes. ``append_dict``
 strings are ``tensor_type "str"`` (UCS-4 bytes, dims [0]); numbers are 0-d tensors.
+
+A tensor copied byte for byte from another file (a rename) may be preceded by a padding record,
+a top-level field :data:`PAD_FIELD` (bytes) that the schema does not have: protobuf parsers skip
+unknown fields, so ``load_checkpoint`` reads the file unchanged (a test loads it with MindSpore),
+and the tensor's bytes then start at their source offset's page residue, which copies faster
+(see :mod:`workbench.tensors.bytecopy`).
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import numpy as np
 from ..errors import InputError
 from ..input_files import input_stat
 from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
-from .bytecopy import FileSpan, byte_view
+from .bytecopy import ALIGN_FROM, PAGE, FileSpan, byte_view, page_padding
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel, unsupported_dtype
 from .sizes import check_shape
 
@@ -34,6 +40,7 @@ SLICE_BYTES = 512 * 1024 * 1024          # serialization.SLICE_SIZE (KiB) * 1024
 CRC_TRAILER = 17                         # b"crc_num" + 10 bytes
 _FIX = "the file is truncated, encrypted or not a MindSpore .ckpt: re-save it with mindspore.save_checkpoint"
 _VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
+PAD_FIELD = 2047              # not in checkpoint.proto (Checkpoint has field 1 only): skipped by every reader
 
 
 # ----------------------------------------------------------------------------- protobuf wire format
@@ -56,6 +63,24 @@ def _key(field: int, wire: int) -> bytes:
 
 def _bytes_field(field: int, payload: bytes) -> bytes:
     return _key(field, _BYTES) + varint(len(payload)) + payload
+
+
+def padding_record(size: int) -> bytes:
+    """A top-level ``PAD_FIELD`` record of exactly ``size`` bytes (3..130 or 132..16386)."""
+    key = _key(PAD_FIELD, _BYTES)
+    length = size - len(key) - 1 if size - len(key) - 1 < 128 else size - len(key) - 2
+    record = key + varint(length) + bytes(length) if length >= 0 else b""
+    if len(record) != size:
+        raise ValueError(f"no padding record is {size} bytes long")
+    return record
+
+
+def _padding_for(position: int, prefix: int, source_offset: int) -> bytes:
+    """The padding record that puts content written after it (and a ``prefix``) at ``source_offset``'s residue."""
+    size = page_padding(position + prefix, source_offset)
+    if size == 0:
+        return b""
+    return padding_record(size + PAGE if size < 3 or size == 131 else size)
 
 
 def value_prefix(meta: TensorMeta, content_length: int) -> bytes:
@@ -83,8 +108,16 @@ class MindSporeCkptWriter(StreamingSink):
             return
         for start in range(0, flat.size, SLICE_BYTES):
             piece = flat[start:start + SLICE_BYTES]
-            self._partial.handle.write(value_prefix(meta, piece.size))
+            prefix = value_prefix(meta, piece.size)
+            self._partial.handle.write(self._padding(piece, len(prefix)) + prefix)
             self._partial.write_array(piece)
+
+    def _padding(self, piece, prefix: int) -> bytes:
+        """A padding record when ``piece`` is a large byte range copied from a file (and the output has a position)."""
+        handle = self._partial.handle
+        if not isinstance(piece, FileSpan) or piece.length < ALIGN_FROM or not handle.seekable():
+            return b""
+        return _padding_for(handle.tell(), prefix, piece.offset)
 
     def _commit(self) -> list[Path]:
         return [self._partial.commit()]
@@ -194,6 +227,9 @@ def parse_records(path: Path) -> list[dict]:
         cursor = _Cursor(handle, path, 0, end)
         records = []
         for field, wire in cursor.fields():
+            if field == PAD_FIELD and wire == _BYTES:          # alignment padding (see the module docstring)
+                cursor.span()
+                continue
             if field != 1 or wire != _BYTES:
                 raise cursor._fail(f"expected a Checkpoint.value record, found field {field} wire type {wire}")
             start, length = cursor.span()

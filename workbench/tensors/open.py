@@ -139,8 +139,9 @@ def sink_format(path: Path, fmt: str | None) -> str:
 
 
 def open_sink(path: Path | str, metas: list[TensorMeta], fmt: str | None = None, shard_bytes: int | None = None,
-              metadata: dict | None = None) -> TensorSink:
-    """The streaming writer for ``path``; tensors must then arrive in ``metas`` order."""
+              metadata: dict | None = None, aligned_to: dict[str, int] | None = None) -> TensorSink:
+    """The streaming writer for ``path``; tensors must then arrive in ``metas`` order.
+    ``aligned_to``: source offsets of tensors that will arrive as byte ranges (safetensors pads for them)."""
     path = Path(path)
     chosen = sink_format(path, fmt)
     if chosen == "ckpt":
@@ -149,5 +150,6 @@ def open_sink(path: Path | str, metas: list[TensorMeta], fmt: str | None = None,
     from .safetensors_io import SafetensorsSink
     metadata = {"format": "pt"} if metadata is None else metadata      # what transformers expects; MindSpore ignores
     if chosen == "safetensors":
-        return SafetensorsSink(path, metas, metadata=metadata)
-    return SafetensorsSink(path, metas, shard_bytes=shard_bytes or DEFAULT_SHARD_BYTES, metadata=metadata)
+        return SafetensorsSink(path, metas, metadata=metadata, aligned_to=aligned_to)
+    return SafetensorsSink(path, metas, shard_bytes=shard_bytes or DEFAULT_SHARD_BYTES, metadata=metadata,
+                           aligned_to=aligned_to)

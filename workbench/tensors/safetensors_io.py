@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from ..errors import InputError
 from ..input_files import expect, expect_count, input_stat, parse_json, read_json
 from .base import ITEM_SIZE, SourceBase, TensorMeta
-from .bytecopy import FileSpan
+from .bytecopy import ALIGN_FROM, FileSpan, page_padding
 from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, unsupported_dtype
 from .sizes import check_shape, tensor_bytes
 
@@ -189,19 +189,44 @@ class SafetensorsSource(SourceBase):
 
 # ----------------------------------------------------------------------------- writing
 
-def build_header(metas: Iterable[TensorMeta], metadata: dict | None = None) -> bytes:
-    """Length prefix + JSON header (padded to 8 bytes) for tensors laid out in ``metas`` order."""
+def build_header(metas: Iterable[TensorMeta], metadata: dict | None = None,
+                 aligned_to: Mapping[str, int] | None = None) -> bytes:
+    """Length prefix + JSON header (space padded) for tensors laid out in ``metas`` order.
+
+    The data start is a multiple of 8, as the reference writer keeps it. ``aligned_to`` (tensor name
+    -> the file offset its bytes are copied from) lengthens the padding, by less than a page, so
+    that the most bytes of tensors of at least ``ALIGN_FROM`` bytes land at their source offset's
+    page residue (a faster copy). The format
+    allows nothing else: trailing spaces may pad the header, but the byte buffer may have no holes
+    (huggingface/safetensors README.md "Format"; safetensors/src/tensor.rs ``Metadata::validate``).
+    """
     header: dict = {}
     if metadata:
         header["__metadata__"] = {str(key): str(value) for key, value in metadata.items()}
-    offset = 0
+    offset, starts = 0, []
     for meta in metas:
         header[meta.name] = {"dtype": CODES[meta.dtype], "shape": list(meta.shape),
                              "data_offsets": [offset, offset + meta.nbytes]}
+        starts.append((meta, offset))
         offset += meta.nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
+    text += b" " * _alignment_padding(8 + len(text), starts, aligned_to or {})
     return len(text).to_bytes(8, "little") + text
+
+
+def _alignment_padding(data_start: int, starts: list[tuple[TensorMeta, int]], aligned_to: Mapping[str, int]) -> int:
+    """Spaces (a multiple of 8) after the header so the most bytes keep their source page residue."""
+    votes: dict[int, int] = {}
+    for meta, relative in starts:
+        if meta.name in aligned_to and meta.nbytes >= ALIGN_FROM:
+            residue = page_padding(relative, aligned_to[meta.name])      # the data start this tensor wants
+            if residue % 8 == 0:
+                votes[residue] = votes.get(residue, 0) + meta.nbytes
+    if not votes:
+        return 0
+    best = max(votes, key=lambda residue: (votes[residue], -page_padding(data_start, residue)))
+    return page_padding(data_start, best)
 
 
 def plan_shards(metas: list[TensorMeta], shard_bytes: int | None) -> list[list[TensorMeta]]:
@@ -230,9 +255,10 @@ class SafetensorsSink(StreamingSink):
     as ``model-0000K-of-0000N.safetensors`` + ``model.safetensors.index.json`` (written last)."""
 
     def __init__(self, path: Path | str, metas: list[TensorMeta], shard_bytes: int | None = None,
-                 metadata: dict | None = None):
+                 metadata: dict | None = None, aligned_to: Mapping[str, int] | None = None):
         super().__init__(path, metas)
         self.metadata = metadata
+        self.aligned_to = dict(aligned_to or {})     # name -> source offset of a byte-copied tensor
         self.sharded = shard_bytes is not None
         groups = plan_shards(self.metas, shard_bytes)
         if self.sharded:
@@ -260,7 +286,7 @@ class SafetensorsSink(StreamingSink):
         target, group = self._plan[len(self._done)]
         self._current = PartialFile(target)
         self._done.append(self._current)
-        self._current.handle.write(build_header(group, self.metadata))
+        self._current.handle.write(build_header(group, self.metadata, self.aligned_to))
         self._left = len(group)
 
     def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
