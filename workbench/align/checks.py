@@ -148,7 +148,8 @@ def _loss(plan: Plan, reference: str, candidate: str, steps: int | None = None, 
     series = [read_log(plan.artifacts[name]) for name in (reference, candidate, *baselines)]
     if steps is not None:
         series = [keep_first_steps(one, steps) for one in series]
-    return compare_loss(series[0], series[1], series[2:], metric, LossThresholds(**plan.thresholds.get("loss", {})))
+    chosen = plan.thresholds.get("loss", {}) if metric == "loss" else {}   # other metrics: printed to fewer digits
+    return compare_loss(series[0], series[1], series[2:], metric, LossThresholds(**chosen))
 
 
 def _first_value(table, status_column: str, passing: str, name_column: str, wanted: str | None = None) -> str | None:

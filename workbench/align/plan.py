@@ -10,7 +10,7 @@
     runs:                            # how the artifacts are made (for people; the report shows it)
       step12: {megatron: megatron/step12.sh, mindformers: mindformers/step12.yaml, produces: [...]}
     thresholds:                      # optional: the commands' thresholds the stages use (defaults: theirs)
-      loss: {step1_rtol: 5.0e-6}     # workbench loss --step1-rtol / --mean-rtol
+      loss: {step1_rtol: 5.0e-6}     # workbench loss --step1-rtol / --mean-rtol (the loss metric only)
       localnorm: {floor: 1.0e-5, factor: 3}   # workbench localnorm --floor / --factor
       optim_check: {rtol: 1.0e-6}    # workbench optim-check --rtol
 

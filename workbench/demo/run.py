@@ -30,6 +30,7 @@ PAIR = ("demo_megatron.sh", "demo_mindformers.yaml")
 LONG_STEPS = 40
 MICRO_BATCH = 4
 """The demo pair's --micro-batch-size (runner_config.batch_size): the faults were measured with it."""
+RUNS = ("step12", "lr0", "long", "rerun")
 REPORT = "report.html"
 
 
@@ -84,8 +85,7 @@ def run_demo(options: DemoOptions) -> DemoRun:
     stage("checkpoint", runs.reference_checkpoint)
     stage("convert", runs.convert)
     stage("batches", runs.batches)
-    for name in ("step12", "lr0", "long", "rerun"):
-        stage(f"run {name}", lambda name=name: runs.run(name))
+    stage("runs", lambda: runs.run_all(RUNS))
     notes = stage("dumps", runs.dumps) if options.dumps else ["dumps skipped (--no-dumps)"]
     result = stage("report", lambda: _report(plan, out / REPORT))
     return DemoRun(out, plan.path, out / REPORT, result, timings, notes or [])
@@ -177,26 +177,38 @@ class _Runs:
         save_npz(reference, self.work / "megatron_batches.npz")
         save_npz(replayed, self.work / "mindformers_batches.npz")
 
-    def run(self, name: str) -> None:
+    def run_all(self, names: tuple[str, ...]) -> None:
+        """Every run of both sides: the MindSpore side's in one worker process while the torch side's run here
+        (two clusters at once; each side's runs in the plan's order)."""
+        from .side_worker import start_side, wait_side
+
+        worker = start_side(self.plan.folder, self.work, self.fault.name if self.fault else None, names)
+        try:
+            for name in names:
+                self.run_side(name, "megatron")
+        finally:
+            wait_side(worker)
+
+    def run_side(self, name: str, side: str) -> None:
+        """Run ``name`` of the plan on ``side`` (if the plan runs it there); its log (and capture) where the plan says."""
         from ..reference.runner import RunSpec, run
 
         entry = self.plan.runs[name]
-        for side in ("megatron", "mindformers"):
-            if side not in entry:
-                continue
-            model, train = self.configs(name, side)
-            init = self.path("megatron_checkpoint" if side == "megatron" else "mindformers_checkpoint")
-            code_fault = None
-            if side == "mindformers":
-                model, fault = mindspore_side(self.fault.name if self.fault else None, model)
-                code_fault = fault.name if fault else None
-            spec = RunSpec(side=side, model=model, train=train, out=self.work / f"{name}_{side}", init=init,
-                           batches=self.work / f"{side}_batches.npz", grads=name == "step12" and side == "megatron",
-                           fault=code_fault)
-            result = run(_with_local_norms(spec, name))
-            _move(result.log, self.plan.folder / entry[f"{side}_log"])
-            if spec.grads:
-                _move(result.grads_dir, self.path("grads"))
+        if side not in entry:
+            return
+        model, train = self.configs(name, side)
+        init = self.path("megatron_checkpoint" if side == "megatron" else "mindformers_checkpoint")
+        code_fault = None
+        if side == "mindformers":
+            model, fault = mindspore_side(self.fault.name if self.fault else None, model)
+            code_fault = fault.name if fault else None
+        spec = RunSpec(side=side, model=model, train=train, out=self.work / f"{name}_{side}", init=init,
+                       batches=self.work / f"{side}_batches.npz", grads=name == "step12" and side == "megatron",
+                       fault=code_fault)
+        result = run(_with_local_norms(spec, name))
+        _move(result.log, self.plan.folder / entry[f"{side}_log"])
+        if spec.grads:
+            _move(result.grads_dir, self.path("grads"))
 
     def dumps(self) -> list[str]:
         from .dumps import dump_both

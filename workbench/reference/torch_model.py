@@ -102,11 +102,17 @@ class Linear(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_size, in_size, dtype=dtypes.param))
         self.bias = nn.Parameter(torch.zeros(out_size, dtype=dtypes.param)) if bias else None
         self.dtypes = dtypes
+        self.split_reduction = False     # True: the reduction over ``in`` in two halves (another summation order)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cd = self.dtypes.compute
         bias = None if self.bias is None else self.bias.to(cd)
-        return accelerator_matmul(F.linear, x.to(cd), self.weight.to(cd), bias)
+        x, weight = x.to(cd), self.weight.to(cd)
+        if not self.split_reduction:
+            return accelerator_matmul(F.linear, x, weight, bias)
+        half = x.shape[-1] // 2          # split-K: what a GPU GEMM chooses by itself, run to run
+        return (accelerator_matmul(F.linear, x[..., :half], weight[:, :half], bias)
+                + accelerator_matmul(F.linear, x[..., half:], weight[:, half:], None))
 
 
 def rotary_tables(seq_length: int, head_dim: int, base: float, rotary_dtype: torch.dtype):

@@ -118,6 +118,10 @@ class MegatronStyleTrainer:
 
     def __init__(self, model: torch.nn.Module, train: TrainConfig, framework_lr=None):
         self.model, self.config = model, train
+        if not train.deterministic:      # determinism off: every linear layer sums in another order (split-K)
+            for module in model.modules():
+                if hasattr(module, "split_reduction"):
+                    module.split_reduction = True
         self.lr_per_update = np.asarray(train.lr_per_update("megatron") if framework_lr is None else framework_lr,
                                         dtype=np.float64)
         decayed, not_decayed = megatron_param_groups(model)
@@ -182,8 +186,9 @@ class MegatronStyleTrainer:
     def _forward_backward(self, batch: dict) -> torch.Tensor:
         """The loss of ``batch``, gradients accumulated. Determinism off (``train.deterministic: False``, a
         GPU run without Megatron's --deterministic-mode): the samples are forwarded and their gradients
-        accumulated one at a time in a shuffled order, so sums are rounded in another order, as atomics and
-        split reductions do on a GPU (seeded per update: the demo stays reproducible)."""
+        accumulated one at a time in a shuffled order, and every linear layer reduces in two halves (split-K),
+        so sums are rounded in another order, as atomics and split reductions do on a GPU (seeded per update:
+        the demo stays reproducible)."""
         tokens, labels = _as_tensor(batch["tokens"], torch.int64), _as_tensor(batch["labels"], torch.int64)
         mask = _as_tensor(batch["loss_mask"], torch.float32)
         if self.config.deterministic:
