@@ -44,6 +44,7 @@ GOOD = """  - name: wd
     component: optimizer
     plant: {kind: optimizer, weight_decay_1d: true}
     why: w
+    report: optimizer
 """
 
 
@@ -84,7 +85,7 @@ def test_hostile_entries_name_the_file_line_and_key(tmp_path, old, new, line, ke
     ("kind: demo_faults\nfaults: {wd: 1}\n", "expected a non-empty list of faults"),
     ("kind: log_formats\nfaults: []\n", "expected kind: demo_faults"),
     ("kind: demo_faults\nfaults:\n  - 3\n", "expected a mapping (name, title, stage, ...), found an integer"),
-    ("kind: demo_faults\nfaults:\n  - {name: a}\n", "fault lacks title, stage, component, plant, why"),
+    ("kind: demo_faults\nfaults:\n  - {name: a}\n", "fault lacks title, stage, component, report, plant, why"),
     ("kind: demo_faults\nfaults:\n" + "  " + "[" * 200 + "]" * 200 + "\n", "nest"),
     ("kind: demo_faults\nfaults:\n" + GOOD + GOOD, "fault 'wd' is listed twice"),
 ])
@@ -122,6 +123,6 @@ def test_an_absurdly_large_catalog_is_refused_before_it_is_read(tmp_path):
 def test_the_thresholds_are_validated(tmp_path):
     assert load_thresholds().step1_loss_rtol == 5e-6
     path = write(tmp_path, GOOD)
-    path.write_text(path.read_text() + "thresholds: {step1_loss_rtol: -1, localnorm_floor: 1, localnorm_factor: 3}\n")
-    with pytest.raises(InputError, match=r"faults.yaml:9 \[thresholds.step1_loss_rtol\]: thresholds.step1_loss_rtol is -1"):
+    path.write_text(path.read_text() + "thresholds: {step1_loss_rtol: -1, localnorm_floor: 1, localnorm_factor: 3, long_band_margin: 4}\n")
+    with pytest.raises(InputError, match=r"faults.yaml:10 \[thresholds.step1_loss_rtol\]: thresholds.step1_loss_rtol is -1"):
         load_thresholds(path)

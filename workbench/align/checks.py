@@ -160,9 +160,8 @@ def _first_value(table, status_column: str, passing: str, name_column: str, want
 
 
 def _data_culprit(result: Result) -> str | None:
-    facts = result.facts or {}
-    first = facts.get("first_difference") or facts.get("first_different_step")
-    return f"the batches from step {first}" if first is not None else "the batches"
+    first = result.summary[0] if result.summary else ""
+    return "the replayed batches, " + first if first.startswith("first difference") else "the captured batches"
 
 
 def _optimizer_culprit(result: Result) -> str | None:

@@ -28,7 +28,7 @@ from .stages import StageCatalog, load_stages
 PLAN_FILE = "plan.yaml"
 SCHEMA = "workbench.plan/1"
 _PLAN_KEYS = {"schema", "inputs", "artifacts", "differences", "runs", "thresholds"}
-THRESHOLDS = {"loss": ("step1_rtol", "mean_rtol"), "localnorm": ("floor", "factor"), "optim_check": ("rtol",)}
+THRESHOLDS = {"loss": ("step1_rtol", "mean_rtol", "band_margin"), "localnorm": ("floor", "factor"), "optim_check": ("rtol",)}
 """The thresholds a plan may set, per command (each a positive number; the command's default otherwise)."""
 
 

@@ -45,7 +45,7 @@ PLANT_VALUES: dict[str, dict[str, type | tuple]] = {
 REQUIRED_VALUES = {"precision": ("knob", "dtype")}
 CODE_KINDS = ("model", "precision", "optimizer", "schedule")
 """Kinds ``workbench reference train --fault`` plants; ``weights`` and ``replay`` are planted in files."""
-KEYS = ("name", "title", "stage", "component", "plant", "why", "parameters")
+KEYS = ("name", "title", "stage", "component", "report", "plant", "why", "parameters")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class Fault:
     component: str        # what the report must name
     plant: Plant
     why: str              # why this stage, from the measured numbers
+    report: str = ""      # a regular expression the align report's component must match (the demo tier checks it)
     parameters: tuple[str, ...] = ()   # regular expressions over Megatron parameter names: the component's evidence
 
 
@@ -157,7 +158,8 @@ def _fault(doc, index: int, entry: Any) -> Fault:
                  stage=_choice(doc, f"{key}.stage", entry["stage"], stages()),
                  component=_text(doc, f"{key}.component", entry["component"]),
                  plant=_plant(doc, f"{key}.plant", entry["plant"]), why=_text(doc, f"{key}.why", entry["why"]),
-                 parameters=_parameters(doc, f"{key}.parameters", entry.get("parameters", [])))
+                 parameters=_parameters(doc, f"{key}.parameters", entry.get("parameters", [])),
+                 report=_parameters(doc, f"{key}.report", [entry["report"]])[0])
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ class Thresholds:
     step1_loss_rtol: float
     localnorm_floor: float
     localnorm_factor: float
+    long_band_margin: float      # workbench loss's band margin in the long-run stages (one rerun's band is a sample)
 
 
 def _document(path: Path | None):

@@ -111,7 +111,7 @@ def _add_thresholds(plan_file: Path) -> None:
     chosen = load_thresholds()
     write_text(plan_file, plan_file.read_text() + (
         "thresholds:   # the demo's fp32 pair: datasets/demo_faults.yaml thresholds (measured clean noise)\n"
-        f"  loss: {{step1_rtol: {chosen.step1_loss_rtol:.6e}}}\n"          # YAML 1.1 floats need the dot
+        f"  loss: {{step1_rtol: {chosen.step1_loss_rtol:.6e}, band_margin: {chosen.long_band_margin:.6e}}}\n"
         f"  localnorm: {{floor: {chosen.localnorm_floor:.6e}, factor: {chosen.localnorm_factor:.6e}}}\n"))
 
 
