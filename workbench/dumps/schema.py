@@ -59,15 +59,20 @@ def as_table(rows: list[dict]):
     return frame.astype(COLUMNS)
 
 
+def object_columns(frame) -> dict:
+    """``{column: object array}`` holding the values :func:`row_dicts` gives (NA of nullable columns as None)."""
+    import pandas as pd
+
+    return {c: frame[c].to_numpy(dtype=object, na_value=None) if isinstance(frame[c].dtype, pd.api.extensions.ExtensionDtype)
+            else frame[c].to_numpy(dtype=object) for c in frame.columns}
+
+
 def row_dicts(frame) -> list[dict]:
     """Rows as dicts, like ``frame.to_dict("records")`` (NA of nullable columns as None, NaN kept, Python
     scalars) at a fraction of its cost on nullable and string columns: the per-row loops of matching and
     verdicts read hundreds of thousands of rows."""
-    import pandas as pd
-
     columns = list(frame.columns)
-    arrays = [frame[c].to_numpy(dtype=object, na_value=None) if isinstance(frame[c].dtype, pd.api.extensions.ExtensionDtype)
-              else frame[c].to_numpy(dtype=object) for c in columns]
+    arrays = list(object_columns(frame).values())
     return [dict(zip(columns, row, strict=True)) for row in zip(*arrays, strict=True)]
 
 
