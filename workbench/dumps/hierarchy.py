@@ -34,11 +34,16 @@ def build_tree(evaluated, model: str = "model") -> Node:
     root = Node(model)
     if not len(evaluated):
         return root
-    layers = {value: "(no layer)" if value is None or value != value else f"layer {int(value)}"
-              for value in set(evaluated["layer"].tolist())}
+    labels: dict = {}
+    layers = []
+    for value in evaluated["layer"].tolist():
+        key = None if value is None or value != value else value
+        if key not in labels:
+            labels[key] = "(no layer)" if key is None else f"layer {int(key)}"
+        layers.append(labels[key])
     modules = [logical or module or "(no module)" for logical, module in
                zip(evaluated["logical_module"].tolist(), evaluated["a_module_path"].tolist(), strict=True)]
-    keys = zip([layers[value] for value in evaluated["layer"].tolist()], modules,
+    keys = zip(layers, modules,
                [f"{a} ↔ {b}" for a, b in zip(evaluated["call_a"].tolist(), evaluated["call_b"].tolist(), strict=True)],
                strict=True)
     ids: dict[tuple, int] = {}
