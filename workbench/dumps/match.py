@@ -63,6 +63,9 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
                 builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
             continue
         _match_unit(builder, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+    del units_a, units_b                       # the calls and the column lists: memory for the tables
+    builder.rows_a.release()
+    builder.rows_b.release()
     return Matching(builder.pairs_table(), builder.unmatched_table())
 
 

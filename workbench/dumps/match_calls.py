@@ -21,6 +21,12 @@ def call_stem(name: str) -> str:
     return found.group("stem") or found.group("io")
 
 
+def _stem_of(name: str, match=_STEM.match) -> str:
+    """:func:`call_stem` of a str, one call less."""
+    found = match(name)
+    return (found.group("stem") or found.group("io")) if found else name
+
+
 def is_module_row(name: str) -> bool:
     """A module/cell-level row (msprobe ``Module.…``/``Cell.…``) rather than an operator row."""
     return str(name).startswith(MODULE_PREFIXES)
@@ -32,30 +38,44 @@ def param_name(name: str) -> str:
 
 
 class Rows:
-    """A dump table's columns by row position: the values :func:`.schema.row_dicts` gives (Python scalars, None
-    for <NA>), as object arrays (``array(column)``, for taking many rows at once) and lists (``[column]``)."""
+    """A dump table's columns by row position, with the values :func:`.schema.row_dicts` gives (Python scalars,
+    None for <NA>): ``rows[column]`` a list (made on first use), ``rows.take(column, positions)`` a few rows."""
 
     def __init__(self, table):
-        from .schema import object_columns
-
-        self.arrays = object_columns(table)
-        self.size = len(table)
+        self.table = table                     # positions, not index labels, address its rows
+        self.columns = tuple(self.table.columns)
+        self.size = len(self.table)
         self._lists: dict[str, list] = {}
 
     def __getitem__(self, column: str) -> list:
         found = self._lists.get(column)
         if found is None:
-            found = self._lists[column] = self.arrays[column].tolist()
+            found = self._lists[column] = self.take(column, None)
         return found
 
-    def array(self, column: str):
-        return self.arrays[column]
+    def take(self, column: str, positions) -> list:
+        """The values of ``column`` at ``positions`` (all rows for None), as row_dicts gives them."""
+        from .schema import object_values
 
-    def row(self, index: int) -> dict:
-        return {column: self[column][index] for column in self.arrays}
+        series = self.table[column]
+        return object_values(series if positions is None else series.take(positions)).tolist()
+
+    def typed(self, column: str, positions):
+        """``column`` at ``positions`` in the table's own dtype (a Series)."""
+        return self.table[column].take(positions)
+
+    def release(self) -> None:
+        """Forget the column lists (the tables are built from the table itself)."""
+        self._lists.clear()
+
+    def rows_at(self, positions: list[int]) -> dict[int, dict]:
+        """``{position: row dict}`` of a few rows (each column taken once for all of them)."""
+        values = [self.take(column, positions) for column in self.columns]
+        return {position: dict(zip(self.columns, row, strict=True))
+                for position, row in zip(positions, zip(*values, strict=True), strict=True)}
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     side: str
     rank: int
@@ -75,7 +95,7 @@ def calls_of(rows: Rows) -> list[Call]:
     if not rows.size:
         return []
     names, passes, orders = rows["name"], rows["pass"], rows["order"]
-    stems = [call_stem(_text(name)) for name in names]
+    stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
     ids: dict[tuple, int] = {}
     call_of = [ids.setdefault(key, len(ids)) for key in zip(rows["rank"], rows["step"], stems, passes, strict=True)]
     members: list[list[int]] = [[] for _ in ids]

@@ -21,7 +21,7 @@ class PairBuilder:
         self._seq = 0
         self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
-        self._fused: list[tuple] = []             # (sequence, pair dict)
+        self._fused: list[tuple] = []             # (sequence, what add_fused was given)
         self._reasons: dict[tuple[str, int], str] = {}
 
     def rows(self, side: str) -> Rows:
@@ -41,13 +41,24 @@ class PairBuilder:
 
     def add_fused(self, index_a: int, indexes_b: list[int], call_a: str, call_b: str, logical, layer,
                   swap: bool) -> None:
-        """One row of a fused module against its parts' rows (``swap``: the fused one is B's)."""
-        side_f, side_p = ("B", "A") if swap else ("A", "B")
-        row_a = self.rows(side_f).row(index_a)
-        rows_b = [self.rows(side_p).row(i) for i in indexes_b]
-        self._fused.append((self._seq, self._pair(row_a, rows_b, call_a, call_b, "module", "fused", logical, layer,
-                                                  swap)))
+        """One row of a fused module against its parts' rows (``swap``: the fused one is B's); the pair is made
+        when the table is (:meth:`_fused_pairs`)."""
+        self._fused.append((self._seq, (index_a, indexes_b, call_a, call_b, logical, layer, swap)))
         self._seq += 1
+
+    def _fused_pairs(self) -> list[tuple[int, dict]]:
+        """(sequence, pair dict) of every fused pair, its rows read once per side."""
+        wanted: dict[str, set] = {"A": set(), "B": set()}
+        for _, (index_f, indexes_p, *_, swap) in self._fused:
+            wanted["B" if swap else "A"].add(index_f)
+            wanted["A" if swap else "B"].update(indexes_p)
+        rows = {side: self.rows(side).rows_at(sorted(found)) for side, found in wanted.items()}
+        pairs = []
+        for sequence, (index_f, indexes_p, call_a, call_b, logical, layer, swap) in self._fused:
+            side_f, side_p = ("B", "A") if swap else ("A", "B")
+            pairs.append((sequence, self._pair(rows[side_f][index_f], [rows[side_p][i] for i in indexes_p], call_a,
+                                               call_b, "module", "fused", logical, layer, swap)))
+        return pairs
 
     def _pair(self, row_a: dict, rows_b: list[dict], call_a: str, call_b: str, level: str, relation: str,
               logical, layer, swap: bool = False) -> dict:
@@ -75,50 +86,59 @@ class PairBuilder:
     def pairs_table(self):
         import numpy as np
 
-        columns = self._plain_columns()
-        if self._fused:
-            sequence = [s for s, *_ in self._plain] + [s for s, _ in self._fused]
-            for name in PAIR_COLUMNS:
-                columns[name] = columns[name] + [pair[name] for _, pair in self._fused]
-            order = np.argsort(np.asarray(sequence), kind="stable").tolist()
-            columns = {name: [values[i] for i in order] for name, values in columns.items()}
-        frame = _records_frame(columns, PAIR_COLUMNS)
+        plain = self._plain
+        index_a = np.asarray([a for _, a, _, _ in plain], dtype=np.int64)
+        index_b = np.asarray([b for _, _, b, _ in plain], dtype=np.int64)
+        calls = [self._calls[c] for _, _, _, c in plain]
+        fused = self._fused_pairs() if self._fused else []
+        sequence = np.asarray([s for s, *_ in plain] + [s for s, _ in fused], dtype=np.int64)
+        order = np.argsort(sequence, kind="stable") if fused else None
+
+        def column(name: str) -> list:
+            values = self._plain_column(name, index_a, index_b, calls)
+            if order is None:
+                return values
+            values = values + [pair[name] for _, pair in fused]
+            return [values[i] for i in order.tolist()]
+
+        frame = _frame(PAIR_COLUMNS, len(sequence), column)
         return frame.sort_values(["step", "rank", "order"], kind="stable").reset_index(drop=True)
 
-    def _plain_columns(self) -> dict[str, list]:
-        """PAIR_COLUMNS of the one-to-one pairs, as :meth:`_pair` makes them, taken from whole columns."""
-        import numpy as np
-
-        index_a = np.asarray([a for _, a, _, _ in self._plain], dtype=np.int64)
-        index_b = np.asarray([b for _, _, b, _ in self._plain], dtype=np.int64)
-        calls = [self._calls[c] for _, _, _, c in self._plain]
-        take_a = {name: self.rows_a.array(name)[index_a].tolist() for name in self.rows_a.arrays}
-        take_b = {name: self.rows_b.array(name)[index_b].tolist() for name in self.rows_b.arrays}
-        out = {name: take_a[name] for name in ("rank", "step", "order", "pass", "io", "slot")}
-        out["level"] = [call[2] for call in calls]
-        out["relation"] = ["same"] * len(calls)
-        out["logical_module"] = [call[3] for call in calls]
-        out["layer"] = [_layer(call[4], own) for call, own in zip(calls, take_a["layer"], strict=True)]
-        out["call_a"] = [call[0] for call in calls]
-        out["call_b"] = [call[1] for call in calls]
-        for field in SIDE_FIELDS:
-            out[f"a_{field}"] = take_a[field] if field in take_a else [None] * len(calls)
-            out[f"b_{field}"] = take_b[field] if field in take_b else [None] * len(calls)
-        return out
+    def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
+        """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
+        if name in ("rank", "step", "order", "pass", "io", "slot"):
+            return self.rows_a.take(name, index_a)
+        if name in ("level", "logical_module", "call_a", "call_b"):
+            at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
+            return [call[at] for call in calls]
+        if name == "relation":
+            return ["same"] * len(calls)
+        if name == "layer":
+            return [_layer(call[4], own) for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)]
+        rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
+        field = name[2:]
+        return rows.take(field, positions) if field in rows.columns else [None] * len(calls)
 
     def unmatched_table(self):
         import numpy as np
 
-        columns: dict[str, list] = {name: [] for name in UNMATCHED_COLUMNS}
-        for side in ("A", "B"):
-            found = [(index, reason) for (side_, index), reason in self._reasons.items() if side_ == side]
-            rows = self.rows(side)
-            positions = np.asarray([index for index, _ in found], dtype=np.int64)
-            columns["side"] += [side] * len(found)
-            for name in UNMATCHED_COLUMNS[1:-1]:
-                columns[name] += rows.array(name)[positions].tolist() if name in rows.arrays else [None] * len(found)
-            columns["reason"] += [reason for _, reason in found]
-        frame = _records_frame(columns, UNMATCHED_COLUMNS)
+        found = {side: [(index, reason) for (side_, index), reason in self._reasons.items() if side_ == side]
+                 for side in ("A", "B")}
+        positions = {side: np.asarray([index for index, _ in items], dtype=np.int64) for side, items in found.items()}
+
+        def column(name: str) -> list:
+            values: list = []
+            for side, items in found.items():
+                rows = self.rows(side)
+                if name == "side":
+                    values += [side] * len(items)
+                elif name == "reason":
+                    values += [reason for _, reason in items]
+                else:
+                    values += rows.take(name, positions[side]) if name in rows.columns else [None] * len(items)
+            return values
+
+        frame = _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column)
         return frame.sort_values(["side", "step", "rank", "order"], kind="stable").reset_index(drop=True)
 
 
@@ -127,11 +147,18 @@ def _layer(given, own):
     return layer if known(layer) else None
 
 
-def _records_frame(columns: dict[str, list], names: tuple[str, ...]):
-    """The DataFrame one dict per row would make (same column types), from columns of Python values."""
+def _frame(names: tuple[str, ...], size: int, column):
+    """The DataFrame one dict per row would make (the same column types), built one column at a time from
+    ``column(name)`` (Python values): a list's inference is the records' inference, and only one column's
+    Python objects exist at a time."""
     import pandas as pd
 
-    return pd.DataFrame(list(zip(*(columns[name] for name in names), strict=True)), columns=list(names))
+    if not size:
+        return pd.DataFrame([], columns=list(names))
+    frame = pd.DataFrame(index=pd.RangeIndex(size))
+    for name in names:
+        frame[name] = pd.Series(column(name), index=frame.index)
+    return frame
 
 
 def _side(row: dict) -> dict:

@@ -13,6 +13,7 @@ from .rows import count, number, shape_fields, shape_of
 FIX = "fix or regenerate the msprobe dump"
 ROW_COLUMNS = ("name", "io", "slot", "dtype", "shape", "numel", "nan_count", "inf_count", "md5")
 SCALAR_STATS = ("max", "min", "mean", "l2norm")
+_INT_TYPES = frozenset((int,) * rank for rank in range(33))     # the element types of an integer shape
 ENTRY_COLUMNS = ("op", "module_path", "pass", "stack_id")
 
 
@@ -35,38 +36,49 @@ class Sink:
 
     def leaf(self, value: dict, name: str, io: str, slot: int) -> None:
         """One tensor record (a mapping with ``type``) → one row; numbers only with ``scalar_rows``; other
-        types (dtypes, strings, slices) are not data."""
+        types (dtypes, strings, slices) are not data. The common case costs a few dict look-ups: dtype
+        spellings and shapes are converted once each."""
         kind = value["type"]
-        if type(kind) is not str and not isinstance(kind, str):
-            raise InputError(self._where(name), f"type is {type(kind).__name__}, expected a string", FIX)
+        if type(kind) is not str:
+            if not isinstance(kind, str):
+                raise InputError(self._where(name), f"type is {type(kind).__name__}, expected a string", FIX)
         if kind not in self.tensor_types:
             self._scalar(value, kind, name, io, slot)
             return
         dtype = value.get("dtype")
         normalised = self._dtypes.get(dtype) if type(dtype) is str else None
         if normalised is None:
-            if not isinstance(dtype, str):
-                raise InputError(self._where(name), f"dtype is {type(dtype).__name__}, expected a string such as "
-                                 "torch.float32", FIX)
-            normalised = self._dtypes[dtype] = self.fmt.dtype(dtype)
+            normalised = self._dtype(dtype, name)
         dims = value.get("shape")
-        found = self._shapes.get(tuple(dims)) if type(dims) is list else None
-        if found is None or not all(type(n) is int for n in dims):
+        found = None
+        if type(dims) is list:
+            found = self._shapes.get(tuple(dims))
+            if found is not None and tuple(map(type, dims)) not in _INT_TYPES:
+                found = None                                # True/1.0 hash like 1: checked the long way
+        if found is None:
             found = self._shape(dims, name)
-        stats = [value.get(field, None) if field is not None else math.nan for field in self.stat_fields]
+        get = value.get
+        stats = [get(field) if field is not None else math.nan for field in self.stat_fields]
         for index, stat in enumerate(stats):
             if type(stat) is not float:
                 field = self.stat_fields[index]
                 stats[index] = number(stat, f"{self._where(name)} {field}", field)
         md5 = ""
         for field in self.md5_fields:
-            text = value.get(field)
-            if isinstance(text, (str, int)):
+            text = get(field)
+            if text is not None and isinstance(text, (str, int)):
                 md5 = str(text)
                 break
         nan = count(value["nan_count"], self._where(name), "nan_count") if "nan_count" in value else None
         inf = count(value["inf_count"], self._where(name), "inf_count") if "inf_count" in value else None
         self.records.append((name, io, slot, normalised, *found, nan, inf, md5, *stats, len(self.entries) - 1))
+
+    def _dtype(self, dtype, name: str) -> str:
+        if not isinstance(dtype, str):
+            raise InputError(self._where(name), f"dtype is {type(dtype).__name__}, expected a string such as "
+                             "torch.float32", FIX)
+        found = self._dtypes[dtype] = self.fmt.dtype(dtype)
+        return found
 
     def _scalar(self, value: dict, kind: str, name: str, io: str, slot: int) -> None:
         """A number passed as an argument: a row only with ``scalar_rows`` (max = min = mean = the value)."""

@@ -159,8 +159,12 @@ def _unwrapped(path: str, m: dict) -> str:
 def _walk(value, name: str, io: str, offset: int, sink: Sink) -> None:
     """One row per tensor (or number) of an argument structure; ``slot`` is the top-level position + offset."""
     if isinstance(value, list):
+        leaf = sink.leaf
         for index, item in enumerate(value):
-            _nested(item, f"{name}.{index}", io, offset + index, sink)
+            if type(item) is dict and "type" in item:                       # the usual case, one call less
+                leaf(item, f"{name}.{index}", io, offset + index)
+            else:
+                _nested(item, f"{name}.{index}", io, offset + index, sink)
     elif isinstance(value, dict) and "type" not in value:
         for index, (key, item) in enumerate(value.items()):
             _nested(_single(item) if io == "parameter" else item, f"{name}.{key}", io, offset + index, sink)
