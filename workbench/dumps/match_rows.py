@@ -23,6 +23,7 @@ class PairBuilder:
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
         self._reasons: dict[tuple[str, int], str] = {}
+        self._texts: dict[str, str] = {}
 
     def rows(self, side: str) -> Rows:
         return self.rows_a if side == "A" else self.rows_b
@@ -77,7 +78,7 @@ class PairBuilder:
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
         if (side, index) not in self._reasons:
-            self._reasons[(side, index)] = reason
+            self._reasons[(side, index)] = self._texts.setdefault(reason, reason)   # one object per text
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
         for index in call.rows:
@@ -101,8 +102,7 @@ class PairBuilder:
             values = values + [pair[name] for _, pair in fused]
             return [values[i] for i in order.tolist()]
 
-        frame = _frame(PAIR_COLUMNS, len(sequence), column)
-        return frame.sort_values(["step", "rank", "order"], kind="stable").reset_index(drop=True)
+        return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
     def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
         """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
@@ -138,8 +138,8 @@ class PairBuilder:
                     values += rows.take(name, positions[side]) if name in rows.columns else [None] * len(items)
             return values
 
-        frame = _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column)
-        return frame.sort_values(["side", "step", "rank", "order"], kind="stable").reset_index(drop=True)
+        return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
+                      ("side", "step", "rank", "order"))
 
 
 def _layer(given, own):
@@ -147,17 +147,20 @@ def _layer(given, own):
     return layer if known(layer) else None
 
 
-def _frame(names: tuple[str, ...], size: int, column):
-    """The DataFrame one dict per row would make (the same column types), built one column at a time from
-    ``column(name)`` (Python values): a list's inference is the records' inference, and only one column's
-    Python objects exist at a time."""
+def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
+    """The DataFrame one dict per row would make (the same column types), stably sorted by ``keys``, built one
+    column at a time from ``column(name)`` (Python values): a list's inference is the records' inference, the
+    rows are put in order before they become columns, and only one column's Python objects exist at a time."""
     import pandas as pd
 
     if not size:
-        return pd.DataFrame([], columns=list(names))
+        return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
+    order = pd.DataFrame({key: pd.Series(column(key)) for key in keys}).sort_values(
+        list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
-        frame[name] = pd.Series(column(name), index=frame.index)
+        values = column(name)
+        frame[name] = pd.Series([values[i] for i in order.tolist()], index=frame.index)
     return frame
 
 

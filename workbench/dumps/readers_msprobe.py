@@ -15,7 +15,15 @@ from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json,
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_sink import FIX, Sink
-from .rows import check_same_ranks, concat_columns, folder_number, gc_paused, subfolders, table_from_columns
+from .rows import (
+    check_same_ranks,
+    concat_columns,
+    folder_number,
+    gc_paused,
+    release_free_memory,
+    subfolders,
+    table_from_columns,
+)
 
 
 def msprobe_units(root: Path, fmt: DumpFormats) -> list[tuple[int, int, Path]]:
@@ -59,7 +67,10 @@ def read_msprobe(root: Path, side: str = "A", fmt: DumpFormats | None = None):
     fmt = fmt or load_dump_formats()
     parts = [read_dump_json(folder / fmt.msprobe["dump_file"], step=step, rank=rank, fmt=fmt)
              for step, rank, folder in msprobe_units(Path(root), fmt)]
-    return table_from_columns(concat_columns(parts), side, fmt)
+    table = table_from_columns(concat_columns(parts), side, fmt)
+    del parts
+    release_free_memory()
+    return table
 
 
 def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats | None = None) -> dict:

@@ -55,15 +55,16 @@ def nan_inf_note(row: dict) -> str:
     return "nan/inf only in A" if bad[0] else "nan/inf only in B"
 
 
-def evaluate(pairs, noise: dict | None = None):
+def evaluate(pairs, noise: dict | None = None, *, in_place: bool = False):
     """``pairs`` with rel_<stat>, worst_rel, tolerance, noise, note and status (pass | warning | error).
     ``noise``: (rank, step, A row name) -> observed run-to-run relative spread (:func:`noise_spread`).
+    ``in_place``: the columns are added to ``pairs`` itself (no copy of a large table).
 
     Computed on whole columns (numpy), with the arithmetic of :func:`relative_differences`,
     :func:`nan_inf_note` and :func:`tolerance` per row; tolerances and dtype notes once per dtype pair."""
     import numpy as np
 
-    frame = pairs.copy()
+    frame = pairs if in_place else pairs.copy()
     if not len(frame):
         for key in (*(f"rel_{s}" for s in STATS), "worst_rel", "tolerance", "noise", "note", "status"):
             frame[key] = []
