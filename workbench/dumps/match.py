@@ -56,6 +56,8 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     units_a = defaultdict(list)
     for call in calls_of(builder.rows_a):
         units_a[(call.rank, call.step)].append(call)
+    for rows in (builder.rows_a, builder.rows_b):
+        rows.release(keep=("name", "numel", "shape", "l2norm"))    # what pairing and features read later
     for unit in sorted(set(units_a) | set(units_b)):
         calls_a, calls_b = units_a.get(unit, []), units_b.get(unit, [])
         if not calls_a or not calls_b:

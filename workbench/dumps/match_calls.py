@@ -64,9 +64,10 @@ class Rows:
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)
 
-    def release(self) -> None:
-        """Forget the column lists (the tables are built from the table itself)."""
-        self._lists.clear()
+    def release(self, keep: tuple[str, ...] = ()) -> None:
+        """Forget the column lists but ``keep`` (the tables are built from the table itself)."""
+        for column in [c for c in self._lists if c not in keep]:
+            del self._lists[column]
 
     def rows_at(self, positions: list[int]) -> dict[int, dict]:
         """``{position: row dict}`` of a few rows (each column taken once for all of them)."""
