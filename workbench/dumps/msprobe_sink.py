@@ -8,7 +8,7 @@ import math
 
 from ..errors import InputError
 from .formats import DumpFormats
-from .rows import count, number, shape_fields, shape_of
+from .rows import count, number, repeated, shape_fields, shape_of
 
 FIX = "fix or regenerate the msprobe dump"
 ROW_COLUMNS = ("name", "io", "slot", "dtype", "shape", "numel", "nan_count", "inf_count", "md5")
@@ -117,5 +117,5 @@ class Sink:
             out[name] = np.asarray(column, dtype=object)[entry_of] if size else np.empty(0, dtype=object)
         out["rank"] = np.full(size, rank, dtype=np.int64)
         out["step"] = np.full(size, step, dtype=np.int64)
-        out["source"] = np.full(size, self.path, dtype=object)
+        out["source"] = repeated(self.path, size)
         return out

@@ -9,6 +9,7 @@ construct.json (the module each API ran in). Field names and grammars: ``dataset
 from __future__ import annotations
 
 from pathlib import Path
+from sys import intern                  # op and pass names: one object per spelling, not one per entry
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
@@ -139,15 +140,15 @@ def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> dic
     found = m["module_pattern"].match(entry)
     if found:
         grad = found.group("pass") == "parameters_grad"
-        return {"op": found.group("cls"), "module_path": _module_of(found.group("path"), m, cache), "grad": grad,
-                "pass": "backward" if grad else found.group("pass")}
+        return {"op": intern(found.group("cls")), "module_path": _module_of(found.group("path"), m, cache),
+                "grad": grad, "pass": "backward" if grad else intern(found.group("pass"))}
     found = m["api_pattern"].match(entry)
     parent = parents.get(entry)
     owner = m["module_pattern"].match(parent) if isinstance(parent, str) else None
     module = _module_of(owner.group("path"), m, cache) if owner else ""
     if found:
-        return {"op": found.group("prim") or found.group("api"), "module_path": module, "grad": False,
-                "pass": found.group("pass")}
+        return {"op": intern(found.group("prim") or found.group("api")), "module_path": module, "grad": False,
+                "pass": intern(found.group("pass"))}
     pieces = entry.split(".")
     return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": module, "grad": False,
             "pass": "backward" if ".backward" in entry else "forward"}

@@ -146,14 +146,14 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     step = np.asarray(columns.get("step", np.zeros(size, np.int64)), dtype=np.int64)
     columns["rank"], columns["step"] = rank, step
     columns["order"] = pd.DataFrame({"r": rank, "s": step}).groupby(["r", "s"], sort=False).cumcount().to_numpy()
-    columns["side"] = np.full(size, side, dtype=object)
-    module = np.asarray(columns.get("module_path", np.full(size, "", dtype=object)), dtype=object)
+    columns["side"] = repeated(side, size)
+    module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
     columns["module_path"] = module
     layers = {path: fmt.layer(path) if path else None for path in dict.fromkeys(module.tolist())}
     columns["layer"] = [layers[path] for path in module.tolist()]
     for text in ("logical_module", "md5", "stack_id", "name", "op"):
         if text not in columns:
-            columns[text] = np.full(size, "", dtype=object)
+            columns[text] = repeated("", size)
     data = {}
     for name, dtype in COLUMNS.items():
         values = columns.get(name)
@@ -193,3 +193,12 @@ def release_free_memory() -> None:
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def repeated(value, size: int):
+    """An object array holding ``value`` ``size`` times: one object (``np.full`` would make a str per row)."""
+    import numpy as np
+
+    out = np.empty(size, dtype=object)
+    out.fill(value)
+    return out
