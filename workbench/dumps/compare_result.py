@@ -27,7 +27,8 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     if differing:
         summary.insert(1, differing)
     detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
-    unmatched_view = unmatched.assign(status="unmatched")
+    unmatched_view = unmatched.copy(deep=False)            # the same columns, status added: no copy of the rows
+    unmatched_view["status"] = "unmatched"
     verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing and not differing.startswith("note") else "PASS"
     result = Result(kind="compare", title="Dump comparison", verdict=verdict,
                     exit_code=0 if verdict == "PASS" else 1, summary=summary,

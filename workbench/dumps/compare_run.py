@@ -31,7 +31,6 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
     msprobe dumps are read per (step, rank) folder inside each unit's job, so ``--workers`` parallelises the
     reading too; other layouts are read whole first and split by unit.
     """
-    import pandas as pd
 
     from .compare_result import compare_result
     from .match import Matching
@@ -47,7 +46,8 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
     if not results:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
                          "check --rank/--step, or give fewer parts than units")
-    pairs, unmatched, evaluated = (pd.concat([r[k] for r in results], ignore_index=True) for k in range(3))
+    unmatched, evaluated = (_joined([r[k] for r in results]) for k in (1, 2))
+    pairs = evaluated                         # the pairs with their verdicts (compare_result reads those)
     totals = [sum(r[3][side] for r in results) for side in (0, 1)]          # rows of the units compared
     result = compare_result(Matching(pairs, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals)
     formats = {side: next((r[4][side] for r in results if r[4][side]), None) for side in ("A", "B")}
@@ -56,6 +56,13 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
                                "`workbench compare merge`"] if part else [])
     result.facts.update({"units": [list(u) for u in units], "part": options.part, "module_formats": formats})
     return result
+
+
+def _joined(frames: list):
+    """The units' tables as one (a single unit's table as it is: no copy of hundreds of MB)."""
+    import pandas as pd
+
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _unit_sources(path: Path | str, side: str, options: CompareOptions) -> dict:
@@ -104,10 +111,12 @@ def _table(source, side: str):
 
 
 def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
-    """One (step, rank) unit: (pairs, unmatched, evaluated, rows per side, module formats, notes). Top-level so
-    a process pool can run it; it reads its own folders when given paths."""
+    """One (step, rank) unit: (pairs, unmatched, evaluated, rows per side, module formats, notes); the pairs are
+    evaluated in place, so the first and third are one table. Top-level so a process pool can run it; it reads
+    its own folders when given paths."""
     from .match import match_dumps, spec_resolver
     from .match_mapping import Mapping, load_mapping
+    from .rows import release_free_memory
     from .verdict import evaluate, noise_spread
 
     a, b = _table(a_source, "A"), _table(b_source, "B")
@@ -117,4 +126,8 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
     mapping = load_mapping(mapping_path) if mapping_path else Mapping()
     matching = match_dumps(a, b, resolve_a=resolvers["A"], resolve_b=resolvers["B"], mapping=mapping)
     spread = noise_spread(a, noise) if noise is not None and len(noise) else None
-    return (matching.pairs, matching.unmatched, evaluate(matching.pairs, spread), (len(a), len(b)), formats, notes)
+    sizes = (len(a), len(b))
+    del a, b, noise                           # the dump tables: memory for the verdicts and the report
+    release_free_memory()
+    evaluated = evaluate(matching.pairs, spread, in_place=True)
+    return (evaluated, matching.unmatched, evaluated, sizes, formats, notes)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .schema import row_dicts
 
 STATUS_RANK = {"pass": 0, "warning": 1, "error": 2}
 
@@ -27,17 +26,45 @@ class Node:
 
 
 def build_tree(evaluated, model: str = "model") -> Node:
+    """The tree of ``evaluated`` pairs. Rows are aggregated per call on whole columns (count, worst finite
+    difference, worst status), then the calls are hung in order of first appearance: the same tree as adding
+    the rows one by one."""
+    import numpy as np
+
     root = Node(model)
-    for row in row_dicts(evaluated):
-        layer = row.get("layer")
-        path = ["(no layer)" if layer is None or layer != layer else f"layer {int(layer)}",
-                row.get("logical_module") or row.get("a_module_path") or "(no module)",
-                f"{row['call_a']} ↔ {row['call_b']}"]
+    if not len(evaluated):
+        return root
+    labels: dict = {}
+    layers = []
+    for value in evaluated["layer"].tolist():
+        key = None if value is None or value != value else value
+        if key not in labels:
+            labels[key] = "(no layer)" if key is None else f"layer {int(key)}"
+        layers.append(labels[key])
+    modules = [logical or module or "(no module)" for logical, module in
+               zip(evaluated["logical_module"].tolist(), evaluated["a_module_path"].tolist(), strict=True)]
+    keys = zip(layers, modules,
+               [f"{a} ↔ {b}" for a, b in zip(evaluated["call_a"].tolist(), evaluated["call_b"].tolist(), strict=True)],
+               strict=True)
+    ids: dict[tuple, int] = {}
+    index = np.asarray([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64)
+    rows = np.bincount(index, minlength=len(ids))
+    worst = np.zeros(len(ids))
+    values = evaluated["worst_rel"].to_numpy(dtype=np.float64, na_value=np.nan)
+    finite = np.isfinite(values)
+    np.maximum.at(worst, index[finite], values[finite])
+    ranks = np.zeros(len(ids), dtype=np.int64)
+    np.maximum.at(ranks, index, np.asarray([STATUS_RANK.get(s, 0) for s in evaluated["status"].tolist()]))
+    names = {rank: status for status, rank in STATUS_RANK.items()}
+    for (layer, module, call), count, high, rank in zip(ids, rows.tolist(), worst.tolist(), ranks.tolist(),
+                                                        strict=True):
         node = root
-        node.add(row["worst_rel"], row["status"])
-        for name in path:
-            node = node.children.setdefault(name, Node(name))
-            node.add(row["worst_rel"], row["status"])
+        for name in (None, layer, module, call):
+            node = node if name is None else node.children.setdefault(name, Node(name))
+            node.rows += count
+            node.worst = max(node.worst, high)
+            if rank > STATUS_RANK.get(node.status, 0):
+                node.status = names[rank]
     return root
 
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .match_align import Feature, align
-from .match_calls import Call, calls_of, known, pair_rows
+from .match_calls import Call, Rows, calls_of, known, pair_rows
 from .match_fused import pair_fused
 from .match_mapping import Mapping
 from .match_ops import OperatorTable, load_operators
 from .match_rows import PairBuilder
+from .rows import release_free_memory
 
 Resolver = Callable[[str], object]          # module path -> ModuleRef | None (workbench/spec/modules.py)
 
@@ -50,11 +51,13 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
     units_b = defaultdict(list)
-    for call in calls_of(b):
+    for call in calls_of(builder.rows_b):
         units_b[(call.rank, call.step)].append(call)
     units_a = defaultdict(list)
-    for call in calls_of(a):
+    for call in calls_of(builder.rows_a):
         units_a[(call.rank, call.step)].append(call)
+    for rows in (builder.rows_a, builder.rows_b):
+        rows.release(keep=("name", "numel", "shape", "l2norm"))    # what pairing and features read later
     for unit in sorted(set(units_a) | set(units_b)):
         calls_a, calls_b = units_a.get(unit, []), units_b.get(unit, [])
         if not calls_a or not calls_b:
@@ -63,6 +66,10 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
                 builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
             continue
         _match_unit(builder, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+    del units_a, units_b                       # the calls and the column lists: memory for the tables
+    builder.rows_a.release()
+    builder.rows_b.release()
+    release_free_memory()
     return Matching(builder.pairs_table(), builder.unmatched_table())
 
 
@@ -70,7 +77,7 @@ def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], 
                 mapping: Mapping, ops: OperatorTable) -> None:
     explicit = mapping.call_pairs(calls_a, calls_b)
     for call_a, call_b in explicit:
-        builder.add_calls(call_a, call_b, "mapping", pair_rows(builder.recs_a, call_a, builder.recs_b, call_b, ops))
+        builder.add_calls(call_a, call_b, "mapping", pair_rows(builder.rows_a, call_a, builder.rows_b, call_b, ops))
     taken_a = {id(c) for c, _ in explicit}
     taken_b = {id(c) for _, c in explicit}
     calls_a = [c for c in calls_a if id(c) not in taken_a]
@@ -132,7 +139,7 @@ def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops)
             other = candidates[seen[slot]]
             candidates[seen[slot]] = None
             seen[slot] += 1
-            builder.add_calls(call, other, "module", pair_rows(builder.recs_a, call, builder.recs_b, other, ops),
+            builder.add_calls(call, other, "module", pair_rows(builder.rows_a, call, builder.rows_b, other, ops),
                               logical=logical, layer=layer)
             paired[logical] = "same"
         else:
@@ -155,13 +162,13 @@ def _no_module_reason(call: Call, side: str) -> str:
 
 
 def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
-    features_a = [_feature(builder.recs_a, c, ops) for c in group_a]
-    features_b = [_feature(builder.recs_b, c, ops) for c in group_b]
+    features_a = [_feature(builder.rows_a, c, ops) for c in group_a]
+    features_b = [_feature(builder.rows_b, c, ops) for c in group_b]
     pairs = align(features_a, features_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
         builder.add_calls(group_a[i], group_b[j], "operator",
-                          pair_rows(builder.recs_a, group_a[i], builder.recs_b, group_b[j], ops))
+                          pair_rows(builder.rows_a, group_a[i], builder.rows_b, group_b[j], ops))
     for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
         for index, call in enumerate(group):
             if index not in used:
@@ -170,11 +177,9 @@ def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], o
                                                    f"sequence for module {call.module_path!r}")
 
 
-def _feature(recs: dict, call: Call, ops: OperatorTable) -> Feature:
-    rows = [recs[i] for i in call.rows]
-    numels = tuple(int(r["numel"]) if known(r["numel"]) else -1
-                   for io in ("input", "output") for r in sorted((r for r in rows if r["io"] == io),
-                                                                  key=lambda r: r["slot"]))
-    outputs = [r for r in rows if r["io"] == "output"]
-    level = float(outputs[0]["l2norm"]) if outputs and known(outputs[0]["l2norm"]) else float("nan")
-    return Feature(ops.op_class(call.op), call.pass_, numels, level)
+def _feature(rows: Rows, call: Call, ops: OperatorTable) -> Feature:
+    numel = rows["numel"]
+    numels = tuple(int(numel[i]) if known(numel[i]) else -1 for io in ("input", "output") for i in call.by_io.get(io, ()))
+    outputs = call.by_io.get("output")
+    level = rows["l2norm"][min(outputs)] if outputs else None          # the first output row, in row order
+    return Feature(ops.op_class(call.op), call.pass_, numels, float(level) if known(level) else float("nan"))

@@ -92,15 +92,16 @@ def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
     if len(a) * len(b) > MAX_CELLS:
         return _greedy(a, b)
     rows, cols = len(a) + 1, len(b) + 1
+    scores = _scores(a, b)
     best = [[0.0] * cols for _ in range(rows)]
     for i in range(1, rows):
-        here, above = best[i], best[i - 1]
+        here, above, row = best[i], best[i - 1], scores[i - 1]
         for j in range(1, cols):
-            pair = score(a[i - 1], b[j - 1])
+            pair = row[j - 1]
             here[j] = max(above[j], here[j - 1], above[j - 1] + pair if pair else -1.0)
     pairs, i, j = [], len(a), len(b)
     while i and j:
-        pair = score(a[i - 1], b[j - 1])
+        pair = scores[i - 1][j - 1]
         if pair and best[i][j] == best[i - 1][j - 1] + pair:
             pairs.append((i - 1, j - 1))
             i, j = i - 1, j - 1
@@ -109,6 +110,21 @@ def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
         else:
             j -= 1
     return pairs[::-1]
+
+
+def _scores(a: list[Feature], b: list[Feature]) -> list[list[float]]:
+    """``score(a[i], b[j])`` for every cell; only calls of one operator class and pass are scored (the rest
+    are 0 without a call)."""
+    same: dict[tuple, list[int]] = {}
+    for j, y in enumerate(b):
+        same.setdefault((y.cls, y.pass_), []).append(j)
+    table = []
+    for x in a:
+        row = [0.0] * len(b)
+        for j in same.get((x.cls, x.pass_), ()):
+            row[j] = score(x, b[j])
+        table.append(row)
+    return table
 
 
 def _greedy(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:

@@ -21,6 +21,12 @@ def call_stem(name: str) -> str:
     return found.group("stem") or found.group("io")
 
 
+def _stem_of(name: str, match=_STEM.match) -> str:
+    """:func:`call_stem` of a str, one call less."""
+    found = match(name)
+    return (found.group("stem") or found.group("io")) if found else name
+
+
 def is_module_row(name: str) -> bool:
     """A module/cell-level row (msprobe ``Module.…``/``Cell.…``) rather than an operator row."""
     return str(name).startswith(MODULE_PREFIXES)
@@ -31,7 +37,46 @@ def param_name(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
-@dataclass
+class Rows:
+    """A dump table's columns by row position, with the values :func:`.schema.row_dicts` gives (Python scalars,
+    None for <NA>): ``rows[column]`` a list (made on first use), ``rows.take(column, positions)`` a few rows."""
+
+    def __init__(self, table):
+        self.table = table                     # positions, not index labels, address its rows
+        self.columns = tuple(self.table.columns)
+        self.size = len(self.table)
+        self._lists: dict[str, list] = {}
+
+    def __getitem__(self, column: str) -> list:
+        found = self._lists.get(column)
+        if found is None:
+            found = self._lists[column] = self.take(column, None)
+        return found
+
+    def take(self, column: str, positions) -> list:
+        """The values of ``column`` at ``positions`` (all rows for None), as row_dicts gives them."""
+        from .schema import object_values
+
+        series = self.table[column]
+        return object_values(series if positions is None else series.take(positions)).tolist()
+
+    def typed(self, column: str, positions):
+        """``column`` at ``positions`` in the table's own dtype (a Series)."""
+        return self.table[column].take(positions)
+
+    def release(self, keep: tuple[str, ...] = ()) -> None:
+        """Forget the column lists but ``keep`` (the tables are built from the table itself)."""
+        for column in [c for c in self._lists if c not in keep]:
+            del self._lists[column]
+
+    def rows_at(self, positions: list[int]) -> dict[int, dict]:
+        """``{position: row dict}`` of a few rows (each column taken once for all of them)."""
+        values = [self.take(column, positions) for column in self.columns]
+        return {position: dict(zip(self.columns, row, strict=True))
+                for position, row in zip(positions, zip(*values, strict=True), strict=True)}
+
+
+@dataclass(slots=True)
 class Call:
     side: str
     rank: int
@@ -42,52 +87,84 @@ class Call:
     pass_: str
     is_module: bool
     order: int
-    rows: list[int] = field(default_factory=list)      # table index labels, in execution order
+    rows: list[int] = field(default_factory=list)      # row positions, in execution order
+    by_io: dict[str, list[int]] = field(default_factory=dict)      # io -> row positions in slot order
 
 
-def calls_of(table) -> list[Call]:
+def calls_of(rows: Rows) -> list[Call]:
     """The table's calls in execution order (per rank and step: the caller groups by unit)."""
-    if table.empty:
+    if not rows.size:
         return []
-    stems = table["name"].map(call_stem)
-    calls: dict[tuple, Call] = {}
-    columns = zip(table.index, stems, table["side"], table["rank"], table["step"], table["op"], table["module_path"],
-                  table["pass"], table["order"], table["name"], strict=False)
-    for index, stem, side, rank, step, op, module, pass_, order, name in columns:
-        key = (int(rank), int(step), stem, pass_)
-        call = calls.get(key)
-        if call is None:
-            calls[key] = call = Call(str(side), int(rank), int(step), stem, str(op), str(module), str(pass_),
-                                     is_module_row(name), int(order))
-        call.rows.append(index)
-        call.order = min(call.order, int(order))
-    return sorted(calls.values(), key=lambda c: (c.rank, c.step, c.order))
+    names, passes, orders = rows["name"], rows["pass"], rows["order"]
+    stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
+    ids: dict[tuple, int] = {}
+    call_of = [ids.setdefault(key, len(ids)) for key in zip(rows["rank"], rows["step"], stems, passes, strict=True)]
+    members: list[list[int]] = [[] for _ in ids]
+    for index, call in enumerate(call_of):
+        members[call].append(index)
+    sides, ranks, steps, ops, modules = rows["side"], rows["rank"], rows["step"], rows["op"], rows["module_path"]
+    ios, slots = rows["io"], rows["slot"]
+    earliest = _earliest(call_of, orders, len(members))
+    calls = []
+    for number, members_ in enumerate(members):
+        first = members_[0]
+        call = Call(_text(sides[first]), int(ranks[first]), int(steps[first]), stems[first], _text(ops[first]),
+                    _text(modules[first]), _text(passes[first]), is_module_row(_text(names[first])),
+                    earliest[number], members_)
+        for index in members_:
+            call.by_io.setdefault(ios[index], []).append(index)
+        for io, found in call.by_io.items():
+            if len(found) > 1:
+                call.by_io[io] = sorted(found, key=slots.__getitem__)
+        calls.append(call)
+    return sorted(calls, key=lambda c: (c.rank, c.step, c.order))
 
 
-def pair_rows(recs_a: dict, call_a: Call, recs_b: dict, call_b: Call, ops) -> tuple[list, list]:
+def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
+    """The smallest execution order of each call's rows."""
+    import numpy as np
+
+    found = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(found, np.asarray(call_of, dtype=np.int64), np.asarray(orders, dtype=np.int64))
+    return found.tolist()
+
+
+def _text(value) -> str:
+    """``str`` of a table value as the table's own cells print (<NA> for a missing one)."""
+    return "<NA>" if value is None else str(value)
+
+
+def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tuple[list, list]:
     """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
     outputs position by position among the tensors of that io, only with the same element count.
-    ``recs_*``: index label -> row dict. Returns (pairs of index labels, unmatched (side, label, reason))."""
+    Returns (pairs of row positions, unmatched (side, position, reason))."""
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
+    numel_a, numel_b = rows_a["numel"], rows_b["numel"]
     for io in ("input", "output", "parameter"):
-        part_a = sorted((i for i in call_a.rows if recs_a[i]["io"] == io), key=lambda i: recs_a[i]["slot"])
-        part_b = sorted((i for i in call_b.rows if recs_b[i]["io"] == io), key=lambda i: recs_b[i]["slot"])
+        part_a, part_b = call_a.by_io.get(io, ()), call_b.by_io.get(io, ())
+        if not part_a and not part_b:
+            continue
         if io == "parameter":
-            by_key = {ops.param_class(param_name(recs_b[i]["name"])): i for i in part_b}
+            names_a, names_b = rows_a["name"], rows_b["name"]
+            by_key = {ops.param_class(param_name(names_b[i])): i for i in part_b}
             used = set()
             for index in part_a:
-                key = ops.param_class(param_name(recs_a[index]["name"]))
+                key = ops.param_class(param_name(names_a[index]))
                 other = by_key.get(key)
                 if other is None:
                     unmatched.append(("A", index, f"parameter {key!r} not in {call_b.stem} (B)"))
                 else:
                     used.add(other)
-                    _pair_or_reason(recs_a[index], index, recs_b[other], other, pairs, unmatched)
+                    _pair_or_reason(rows_a, index, rows_b, other, pairs, unmatched)
             unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
             continue
         for index_a, index_b in zip(part_a, part_b, strict=False):
-            _pair_or_reason(recs_a[index_a], index_a, recs_b[index_b], index_b, pairs, unmatched)
+            x, y = numel_a[index_a], numel_b[index_b]
+            if x is not None and y is not None and x == x and y == y and int(x) != int(y):
+                _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
+            else:
+                pairs.append((index_a, index_b))
         unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
                       for k, i in enumerate(part_a[len(part_b):])]
         unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
@@ -95,10 +172,11 @@ def pair_rows(recs_a: dict, call_a: Call, recs_b: dict, call_b: Call, ops) -> tu
     return pairs, unmatched
 
 
-def _pair_or_reason(row_a: dict, index_a, row_b: dict, index_b, pairs: list, unmatched: list) -> None:
-    numel_a, numel_b = row_a["numel"], row_b["numel"]
+def _pair_or_reason(rows_a: Rows, index_a, rows_b: Rows, index_b, pairs: list, unmatched: list) -> None:
+    numel_a, numel_b = rows_a["numel"][index_a], rows_b["numel"][index_b]
     if known(numel_a) and known(numel_b) and int(numel_a) != int(numel_b):
-        reason = f"element counts differ: {row_a['shape'] or 'scalar'} (A) vs {row_b['shape'] or 'scalar'} (B)"
+        shape_a, shape_b = rows_a["shape"][index_a], rows_b["shape"][index_b]
+        reason = f"element counts differ: {shape_a or 'scalar'} (A) vs {shape_b or 'scalar'} (B)"
         unmatched.append(("A", index_a, reason))
         unmatched.append(("B", index_b, reason))
     else:
@@ -107,6 +185,12 @@ def _pair_or_reason(row_a: dict, index_a, row_b: dict, index_b, pairs: list, unm
 
 def known(value) -> bool:
     """Not None / NaN / <NA>."""
+    if value is None:
+        return False
+    if type(value) is float:
+        return value == value
+    if type(value) in (int, str):
+        return True
     import pandas as pd
 
     return not pd.isna(value)

@@ -57,12 +57,12 @@ def _pair_side(builder, fused_side: list[Call], parts_side: list[Call], key_f, k
 
 def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swap: bool) -> None:
     side_f, side_p = ("B", "A") if swap else ("A", "B")
-    recs_f, recs_p = builder.recs(side_f), builder.recs(side_p)
+    rows_f, rows_p = builder.rows(side_f), builder.rows(side_p)
     for io in ("input", "output", "parameter"):
-        rows_f = _io_rows(recs_f, fused, io, ops)
-        rows_p = [_io_rows(recs_p, part, io, ops) for part in parts]
-        for key, index in rows_f.items():
-            found = [part.get(key) for part in rows_p]
+        found_f = _io_rows(rows_f, fused, io, ops)
+        found_p = [_io_rows(rows_p, part, io, ops) for part in parts]
+        for key, index in found_f.items():
+            found = [part.get(key) for part in found_p]
             if any(i is None for i in found):
                 builder.unmatched_row(side_f, index, f"{io} {key} missing in a part of the fused module")
                 continue
@@ -71,18 +71,17 @@ def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swa
                 for i in found:
                     builder.unmatched_row(side_p, i, GRAD_SUM_REASON)
                 continue
-            part_rows = [recs_p[i] for i in found]
+            stems = "+".join(p.stem for p in parts)
             if io == "input" and fused.pass_ == "forward":
-                for row in part_rows:
-                    builder.add_fused(recs_f[index], [row], fused.stem, "+".join(p.stem for p in parts), logical,
-                                      layer, swap)
+                for i in found:
+                    builder.add_fused(index, [i], fused.stem, stems, logical, layer, swap)
             else:
-                builder.add_fused(recs_f[index], part_rows, fused.stem, "+".join(p.stem for p in parts), logical,
-                                  layer, swap)
+                builder.add_fused(index, found, fused.stem, stems, logical, layer, swap)
 
 
-def _io_rows(recs: dict, call: Call, io: str, ops) -> dict:
-    rows = sorted((i for i in call.rows if recs[i]["io"] == io), key=lambda i: recs[i]["slot"])
+def _io_rows(rows, call: Call, io: str, ops) -> dict:
+    found = call.by_io.get(io, [])
     if io == "parameter":
-        return {ops.param_class(param_name(recs[i]["name"])): i for i in rows}
-    return dict(enumerate(rows))
+        names = rows["name"]
+        return {ops.param_class(param_name(names[i])): i for i in found}
+    return dict(enumerate(found))

@@ -10,7 +10,7 @@ Validated when loaded; every problem names the file, line and key.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,14 +42,21 @@ class OperatorTable:
     params: dict[str, str]           # normalised parameter name -> class
     layout: frozenset[str]           # normalised names of data-movement operators
     tolerances: dict[str, float]     # dtype -> default relative tolerance ("default" for the rest)
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)    # (kind, spelling) -> class
 
     def op_class(self, op: str) -> str:
-        token = normalise(op_token(op))
-        return self.classes.get(token, token)
+        found = self._memo.get(("op", op))
+        if found is None:
+            token = normalise(op_token(op))
+            found = self._memo[("op", op)] = self.classes.get(token, token)
+        return found
 
     def param_class(self, name: str) -> str:
-        token = normalise(name)
-        return self.params.get(token, token)
+        found = self._memo.get(("param", name))
+        if found is None:
+            token = normalise(name)
+            found = self._memo[("param", name)] = self.params.get(token, token)
+        return found
 
     def is_layout(self, op: str) -> bool:
         token = normalise(op_token(op))

@@ -2,8 +2,7 @@
 (with the reason), collected by a :class:`PairBuilder`."""
 from __future__ import annotations
 
-from .match_calls import STATS, Call, combine, known
-from .schema import index_records
+from .match_calls import STATS, Call, Rows, combine, known
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
                "source")
@@ -14,29 +13,53 @@ UNMATCHED_COLUMNS = ("side", "rank", "step", "order", "name", "op", "module_path
 
 
 class PairBuilder:
-    def __init__(self, table_a, table_b):
-        self.recs_a = index_records(table_a)
-        self.recs_b = index_records(table_b)
-        self.pairs: list[dict] = []
-        self.unmatched: list[dict] = []
-        self._reasons: dict[tuple[str, object], str] = {}
+    """Collects pairs and unmatched rows by row position; the tables are built at the end from whole columns
+    (the values, order and column types of one dict per row, without building them)."""
 
-    def recs(self, side: str) -> dict:
-        return self.recs_a if side == "A" else self.recs_b
+    def __init__(self, table_a, table_b):
+        self.rows_a, self.rows_b = Rows(table_a), Rows(table_b)
+        self._seq = 0
+        self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
+        self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
+        self._fused: list[tuple] = []             # (sequence, what add_fused was given)
+        self._reasons: dict[tuple[str, int], str] = {}
+        self._texts: dict[str, str] = {}
+
+    def rows(self, side: str) -> Rows:
+        return self.rows_a if side == "A" else self.rows_b
 
     def add_calls(self, call_a: Call, call_b: Call, level: str, rows: tuple[list, list], logical=None,
                   layer=None) -> None:
         pairs, unmatched = rows
-        for index_a, index_b in pairs:
-            row_a, row_b = self.recs_a[index_a], self.recs_b[index_b]
-            self.pairs.append(self._pair(row_a, [row_b], call_a.stem, call_b.stem, level, "same", logical, layer))
+        if pairs:
+            self._calls.append((call_a.stem, call_b.stem, level, _logical_text(logical), layer))
+            number = len(self._calls) - 1
+            for index_a, index_b in pairs:
+                self._plain.append((self._seq, index_a, index_b, number))
+                self._seq += 1
         for side, index, reason in unmatched:
             self.unmatched_row(side, index, reason)
 
-    def add_fused(self, row_a: dict, rows_b: list[dict], call_a: str, call_b: str, logical, layer,
+    def add_fused(self, index_a: int, indexes_b: list[int], call_a: str, call_b: str, logical, layer,
                   swap: bool) -> None:
-        """One row of a fused module against its parts' rows (``swap``: the fused one is B's)."""
-        self.pairs.append(self._pair(row_a, rows_b, call_a, call_b, "module", "fused", logical, layer, swap))
+        """One row of a fused module against its parts' rows (``swap``: the fused one is B's); the pair is made
+        when the table is (:meth:`_fused_pairs`)."""
+        self._fused.append((self._seq, (index_a, indexes_b, call_a, call_b, logical, layer, swap)))
+        self._seq += 1
+
+    def _fused_pairs(self) -> list[tuple[int, dict]]:
+        """(sequence, pair dict) of every fused pair, its rows read once per side."""
+        wanted: dict[str, set] = {"A": set(), "B": set()}
+        for _, (index_f, indexes_p, *_, swap) in self._fused:
+            wanted["B" if swap else "A"].add(index_f)
+            wanted["A" if swap else "B"].update(indexes_p)
+        rows = {side: self.rows(side).rows_at(sorted(found)) for side, found in wanted.items()}
+        pairs = []
+        for sequence, (index_f, indexes_p, call_a, call_b, logical, layer, swap) in self._fused:
+            side_f, side_p = ("B", "A") if swap else ("A", "B")
+            pairs.append((sequence, self._pair(rows[side_f][index_f], [rows[side_p][i] for i in indexes_p], call_a,
+                                               call_b, "module", "fused", logical, layer, swap)))
+        return pairs
 
     def _pair(self, row_a: dict, rows_b: list[dict], call_a: str, call_b: str, level: str, relation: str,
               logical, layer, swap: bool = False) -> dict:
@@ -53,28 +76,92 @@ class PairBuilder:
                 "slot": first["slot"], "call_a": call_a, "call_b": call_b,
                 **{f"a_{k}": v for k, v in side_a.items()}, **{f"b_{k}": v for k, v in side_b.items()}}
 
-    def unmatched_row(self, side: str, index, reason: str) -> None:
-        if (side, index) in self._reasons:
-            return
-        self._reasons[(side, index)] = reason
-        row = self.recs(side)[index]
-        self.unmatched.append({"side": side, **{k: row.get(k) for k in UNMATCHED_COLUMNS[1:-1]}, "reason": reason})
+    def unmatched_row(self, side: str, index: int, reason: str) -> None:
+        if (side, index) not in self._reasons:
+            self._reasons[(side, index)] = self._texts.setdefault(reason, reason)   # one object per text
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
         for index in call.rows:
             self.unmatched_row(side, index, reason)
 
     def pairs_table(self):
-        import pandas as pd
+        import numpy as np
 
-        frame = pd.DataFrame(self.pairs, columns=list(PAIR_COLUMNS))
-        return frame.sort_values(["step", "rank", "order"], kind="stable").reset_index(drop=True)
+        plain = self._plain
+        index_a = np.asarray([a for _, a, _, _ in plain], dtype=np.int64)
+        index_b = np.asarray([b for _, _, b, _ in plain], dtype=np.int64)
+        calls = [self._calls[c] for _, _, _, c in plain]
+        fused = self._fused_pairs() if self._fused else []
+        sequence = np.asarray([s for s, *_ in plain] + [s for s, _ in fused], dtype=np.int64)
+        order = np.argsort(sequence, kind="stable") if fused else None
+
+        def column(name: str) -> list:
+            values = self._plain_column(name, index_a, index_b, calls)
+            if order is None:
+                return values
+            values = values + [pair[name] for _, pair in fused]
+            return [values[i] for i in order.tolist()]
+
+        return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
+
+    def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
+        """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
+        if name in ("rank", "step", "order", "pass", "io", "slot"):
+            return self.rows_a.take(name, index_a)
+        if name in ("level", "logical_module", "call_a", "call_b"):
+            at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
+            return [call[at] for call in calls]
+        if name == "relation":
+            return ["same"] * len(calls)
+        if name == "layer":
+            return [_layer(call[4], own) for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)]
+        rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
+        field = name[2:]
+        return rows.take(field, positions) if field in rows.columns else [None] * len(calls)
 
     def unmatched_table(self):
-        import pandas as pd
+        import numpy as np
 
-        frame = pd.DataFrame(self.unmatched, columns=list(UNMATCHED_COLUMNS))
-        return frame.sort_values(["side", "step", "rank", "order"], kind="stable").reset_index(drop=True)
+        found = {side: [(index, reason) for (side_, index), reason in self._reasons.items() if side_ == side]
+                 for side in ("A", "B")}
+        positions = {side: np.asarray([index for index, _ in items], dtype=np.int64) for side, items in found.items()}
+
+        def column(name: str) -> list:
+            values: list = []
+            for side, items in found.items():
+                rows = self.rows(side)
+                if name == "side":
+                    values += [side] * len(items)
+                elif name == "reason":
+                    values += [reason for _, reason in items]
+                else:
+                    values += rows.take(name, positions[side]) if name in rows.columns else [None] * len(items)
+            return values
+
+        return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
+                      ("side", "step", "rank", "order"))
+
+
+def _layer(given, own):
+    layer = own if given is None or not known(given) else given
+    return layer if known(layer) else None
+
+
+def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
+    """The DataFrame one dict per row would make (the same column types), stably sorted by ``keys``, built one
+    column at a time from ``column(name)`` (Python values): a list's inference is the records' inference, the
+    rows are put in order before they become columns, and only one column's Python objects exist at a time."""
+    import pandas as pd
+
+    if not size:
+        return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
+    order = pd.DataFrame({key: pd.Series(column(key)) for key in keys}).sort_values(
+        list(keys), kind="stable").index.to_numpy()
+    frame = pd.DataFrame(index=pd.RangeIndex(size))
+    for name in names:
+        values = column(name)
+        frame[name] = pd.Series([values[i] for i in order.tolist()], index=frame.index)
+    return frame
 
 
 def _side(row: dict) -> dict:

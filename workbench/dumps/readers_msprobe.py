@@ -9,13 +9,22 @@ construct.json (the module each API ran in). Field names and grammars: ``dataset
 from __future__ import annotations
 
 from pathlib import Path
+from sys import intern                  # op and pass names: one object per spelling, not one per entry
 
 from ..errors import InputError
-from ..input_files import read_json
+from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
 from .formats import DumpFormats, load_dump_formats
-from .rows import check_same_ranks, count, finish, folder_number, number, shape_fields, shape_of, subfolders
-
-FIX = "fix or regenerate the msprobe dump"
+from .msprobe_json import DATA_FOUND, Irregular, data_entries
+from .msprobe_sink import FIX, Sink
+from .rows import (
+    check_same_ranks,
+    concat_columns,
+    folder_number,
+    gc_paused,
+    release_free_memory,
+    subfolders,
+    table_from_columns,
+)
 
 
 def msprobe_units(root: Path, fmt: DumpFormats) -> list[tuple[int, int, Path]]:
@@ -57,63 +66,98 @@ def _rank_of(folder: Path, siblings: list[Path], fmt: DumpFormats) -> int:
 def read_msprobe(root: Path, side: str = "A", fmt: DumpFormats | None = None):
     """An msprobe dump (root, step, rank folder or dump.json) → the table."""
     fmt = fmt or load_dump_formats()
-    rows = []
-    for step, rank, folder in msprobe_units(Path(root), fmt):
-        rows += read_dump_json(folder / fmt.msprobe["dump_file"], step=step, rank=rank, fmt=fmt)
-    return finish(rows, side, fmt)
+    parts = [read_dump_json(folder / fmt.msprobe["dump_file"], step=step, rank=rank, fmt=fmt)
+             for step, rank, folder in msprobe_units(Path(root), fmt)]
+    table = table_from_columns(concat_columns(parts), side, fmt)
+    del parts
+    release_free_memory()
+    return table
 
 
-def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats | None = None) -> list[dict]:
-    """Rows of one dump.json, with stack ids and construct.json parents from its folder."""
-    fmt = fmt or load_dump_formats()
-    m = fmt.msprobe
-    doc = read_json(path, what="msprobe dump.json")
+def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats | None = None) -> dict:
+    """Columns of one dump.json (see :func:`.rows.table_from_columns`), with stack ids and construct.json
+    parents from its folder. Entries are decoded one at a time (:mod:`.msprobe_json`); anything irregular is
+    decoded whole, so results and errors are those of ``json.loads``."""
+    with gc_paused():
+        return _read_dump_json(Path(path), step, rank, fmt or load_dump_formats())
+
+
+def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
+    what = "msprobe dump.json"
+    raw = read_bytes(path, what=what)
+    if json_depth(raw) > JSON_DEPTH_LIMIT:
+        parse_json(raw, str(path), what=what)                  # the shared nesting error
+    text = decode_utf8(raw, str(path))
+    del raw
+    try:
+        return _read_entries(data_entries(text), path, step, rank, fmt)
+    except (Irregular, InputError):
+        pass                        # decoded whole: json.loads' own error, or the error of the entry it keeps
+    doc = parse_json(text, str(path), what=what)
+    del text
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         found = "no 'data' mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
         raise InputError(str(path), f"holds {found}, expected an msprobe dump.json", FIX)
+    return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt)
+
+
+def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
+    m = fmt.msprobe
+    if next(entries) is not DATA_FOUND:                       # pragma: no cover - data_entries yields it first
+        raise Irregular
     parents = _construct(path.parent / m["construct_file"])
     stacks = _stacks(path.parent / m["stack_file"])
-    rows: list[dict] = []
-    for entry, body in doc["data"].items():
+    sink = Sink(str(path), fmt)
+    infos: dict[str, dict] = {}
+    for entry, body in entries:
         if not isinstance(body, dict):
             raise InputError(f"{path} [{entry}]", f"is {type(body).__name__}, expected a mapping of inputs and outputs",
                              FIX)
-        info = _entry_info(entry, parents, fmt)
-        base = {"rank": rank, "step": step, "op": info["op"], "module_path": info["module_path"],
-                "pass": info["pass"], "stack_id": stacks.get(entry, ""), "source": str(path)}
+        info = _entry_info(entry, parents, fmt, infos)
+        sink.start_entry(info["op"], info["module_path"], info["pass"], stacks.get(entry, ""))
         if info["grad"]:
-            _walk(body, entry, "parameter", 0, base, rows, path, fmt)
+            _walk(body, entry, "parameter", 0, sink)
             continue
         keys = m["backward_keys"] if info["pass"] == "backward" else m["forward_keys"]
         offset = 0
         for key, io in keys.items():
             if key not in body:
                 continue
-            label = {"input": "input", "output": "output", "parameter": "parameters"}[io]
+            label = _LABELS[io]
             value = body[key]
-            _walk(value, f"{entry}.{label}", io, offset if key == "input_kwargs" else 0, base, rows, path, fmt)
+            _walk(value, f"{entry}.{label}", io, offset if key == "input_kwargs" else 0, sink)
             if key == "input_args" and isinstance(value, list):
                 offset = len(value)
-    return rows
+    return sink.columns(step=step, rank=rank)
 
 
-def _entry_info(entry: str, parents: dict, fmt: DumpFormats) -> dict:
+_LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
+
+
+def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> dict:
+    """op, module path, pass and gradient flag of an entry (cached per name pattern's parent)."""
     m = fmt.msprobe
     found = m["module_pattern"].match(entry)
     if found:
         grad = found.group("pass") == "parameters_grad"
-        return {"op": found.group("cls"), "module_path": _unwrapped(found.group("path"), m), "grad": grad,
-                "pass": "backward" if grad else found.group("pass")}
+        return {"op": intern(found.group("cls")), "module_path": _module_of(found.group("path"), m, cache),
+                "grad": grad, "pass": "backward" if grad else intern(found.group("pass"))}
     found = m["api_pattern"].match(entry)
     parent = parents.get(entry)
     owner = m["module_pattern"].match(parent) if isinstance(parent, str) else None
+    module = _module_of(owner.group("path"), m, cache) if owner else ""
     if found:
-        op = found.group("prim") or found.group("api")
-        return {"op": op, "module_path": _unwrapped(owner.group("path"), m) if owner else "", "grad": False,
-                "pass": found.group("pass")}
+        return {"op": intern(found.group("prim") or found.group("api")), "module_path": module, "grad": False,
+                "pass": intern(found.group("pass"))}
     pieces = entry.split(".")
-    return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": _unwrapped(owner.group("path"), m) if owner else "",
-            "grad": False, "pass": "backward" if ".backward" in entry else "forward"}
+    return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": module, "grad": False,
+            "pass": "backward" if ".backward" in entry else "forward"}
+
+
+def _module_of(path: str, m: dict, cache: dict) -> str:
+    if path not in cache:
+        cache[path] = _unwrapped(path, m)
+    return cache[path]
 
 
 def _unwrapped(path: str, m: dict) -> str:
@@ -124,16 +168,20 @@ def _unwrapped(path: str, m: dict) -> str:
     return ".".join(pieces)
 
 
-def _walk(value, name: str, io: str, offset: int, base: dict, rows: list, path: Path, fmt: DumpFormats) -> None:
+def _walk(value, name: str, io: str, offset: int, sink: Sink) -> None:
     """One row per tensor (or number) of an argument structure; ``slot`` is the top-level position + offset."""
     if isinstance(value, list):
-        items = [(f"{name}.{index}", item) for index, item in enumerate(value)]
+        leaf = sink.leaf
+        for index, item in enumerate(value):
+            if type(item) is dict and "type" in item:                       # the usual case, one call less
+                leaf(item, f"{name}.{index}", io, offset + index)
+            else:
+                _nested(item, f"{name}.{index}", io, offset + index, sink)
     elif isinstance(value, dict) and "type" not in value:
-        items = [(f"{name}.{key}", _single(item) if io == "parameter" else item) for key, item in value.items()]
+        for index, (key, item) in enumerate(value.items()):
+            _nested(_single(item) if io == "parameter" else item, f"{name}.{key}", io, offset + index, sink)
     else:
-        items = [(f"{name}.0" if io != "parameter" else name, value)]
-    for index, (label, item) in enumerate(items):
-        _nested(item, label, io, offset + index, base, rows, path, fmt)
+        _nested(value, f"{name}.0" if io != "parameter" else name, io, offset, sink)
 
 
 def _single(value):
@@ -141,46 +189,19 @@ def _single(value):
     return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
-def _nested(value, name: str, io: str, slot: int, base: dict, rows: list, path: Path, fmt: DumpFormats) -> None:
-    where = f"{path} [{name}]"
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            _nested(item, f"{name}.{index}", io, slot, base, rows, path, fmt)
-    elif isinstance(value, dict) and "type" not in value:
+def _nested(value, name: str, io: str, slot: int, sink: Sink) -> None:
+    if isinstance(value, dict):
+        if "type" in value:
+            sink.leaf(value, name, io, slot)
+            return
         for key, item in value.items():
-            _nested(item, f"{name}.{key}", io, slot, base, rows, path, fmt)
-    elif isinstance(value, dict):
-        row = _leaf(value, where, fmt)
-        if row is not None:
-            rows.append({**base, **row, "name": name, "io": io, "slot": slot})
+            _nested(item, f"{name}.{key}", io, slot, sink)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _nested(item, f"{name}.{index}", io, slot, sink)
     elif value is not None:
-        raise InputError(where, f"is {type(value).__name__}, expected a tensor record (a mapping with 'type')", FIX)
-
-
-def _leaf(value: dict, where: str, fmt: DumpFormats) -> dict | None:
-    m = fmt.msprobe
-    kind = value["type"]
-    if not isinstance(kind, str):
-        raise InputError(where, f"type is {type(kind).__name__}, expected a string", FIX)
-    if kind in m["scalar_types"] and m["scalar_rows"]:
-        if not isinstance(value.get("value"), (int, float)):
-            return None                                    # None / non-numeric: nothing to compare
-        number_ = float(value["value"])
-        return {"dtype": m["scalar_types"][kind], "shape": "", "numel": 1, "max": number_, "min": number_,
-                "mean": number_, "l2norm": abs(number_)}
-    if kind not in m["tensor_types"]:
-        return None                                        # dtypes, strings, slices: not data
-    dtype = value.get("dtype")
-    if not isinstance(dtype, str):
-        raise InputError(where, f"dtype is {type(dtype).__name__}, expected a string such as torch.float32", FIX)
-    row = {"dtype": fmt.dtype(dtype), **shape_fields(shape_of(value.get("shape"), where))}
-    for column, field in m["stats"].items():
-        row[column] = number(value.get(field), f"{where} {field}", field)
-    row["md5"] = next((str(value[f]) for f in m["md5_fields"] if isinstance(value.get(f), (str, int))), "")
-    for column, field in (("nan_count", "nan_count"), ("inf_count", "inf_count")):
-        if field in value:
-            row[column] = count(value[field], where, field)
-    return row
+        raise InputError(f"{sink.path} [{name}]", f"is {type(value).__name__}, expected a tensor record (a mapping "
+                         "with 'type')", FIX)
 
 
 def _construct(path: Path) -> dict:

@@ -2,8 +2,10 @@
 by the layouts of ``datasets/dump_formats.yaml``, and the final step from rows to the schema's table."""
 from __future__ import annotations
 
+import gc
 import math
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError, location
@@ -112,3 +114,91 @@ def finish(rows: list[dict], side: str, fmt: DumpFormats):
 
 def where_line(path: Path, line: int | None = None, key: str | None = None) -> str:
     return location(path, line, key)
+
+
+def concat_columns(parts: list[dict]) -> dict:
+    """Several readers' column dicts (same keys) → one, in order."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts[0]
+    keys = dict.fromkeys(key for part in parts for key in part)
+    return {key: np.concatenate([np.asarray(part[key], dtype=_kind(part[key])) for part in parts]) for key in keys}
+
+
+def _kind(values):
+    import numpy as np
+
+    return values.dtype if isinstance(values, np.ndarray) else object
+
+
+def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
+    """Column values (lists or arrays, any subset of the schema's) → the table, as :func:`finish` makes it from
+    row dicts: side, execution order per (rank, step), layer from the module path, "" for absent text."""
+    import numpy as np
+    import pandas as pd
+
+    from .schema import COLUMNS
+
+    size = len(columns["name"])
+    columns = dict(columns)
+    rank = np.asarray(columns.get("rank", np.zeros(size, np.int64)), dtype=np.int64)
+    step = np.asarray(columns.get("step", np.zeros(size, np.int64)), dtype=np.int64)
+    columns["rank"], columns["step"] = rank, step
+    columns["order"] = pd.DataFrame({"r": rank, "s": step}).groupby(["r", "s"], sort=False).cumcount().to_numpy()
+    columns["side"] = repeated(side, size)
+    module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
+    columns["module_path"] = module
+    layers = {path: fmt.layer(path) if path else None for path in dict.fromkeys(module.tolist())}
+    columns["layer"] = [layers[path] for path in module.tolist()]
+    for text in ("logical_module", "md5", "stack_id", "name", "op"):
+        if text not in columns:
+            columns[text] = repeated("", size)
+    data = {}
+    for name, dtype in COLUMNS.items():
+        values = columns.get(name)
+        if values is None:
+            data[name] = pd.array([None] * size, dtype=dtype) if dtype in ("string", "Int64") else \
+                pd.array(np.full(size, np.nan), dtype=dtype)
+        else:
+            data[name] = pd.array(values if not isinstance(values, np.ndarray) or values.dtype != object
+                                  or dtype == "string" else values.tolist(), dtype=dtype)
+    return pd.DataFrame(data)
+
+
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a reader decodes and collects rows: it makes hundreds of
+    thousands of objects that live on (and only acyclic garbage), which the collector would otherwise walk
+    again and again (half the time of reading a 200k-row dump.json). Reference counting still frees the
+    garbage at once."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``). A reader's transient objects
+    (the decoded JSON, row tuples) leave 100 MB and more of free but fragmented heap that glibc keeps, and it
+    would count again in the peak of everything after. Elsewhere (no glibc) nothing happens."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def repeated(value, size: int):
+    """An object array holding ``value`` ``size`` times: one object (``np.full`` would make a str per row)."""
+    import numpy as np
+
+    out = np.empty(size, dtype=object)
+    out.fill(value)
+    return out

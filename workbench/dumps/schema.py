@@ -59,18 +59,21 @@ def as_table(rows: list[dict]):
     return frame.astype(COLUMNS)
 
 
+def object_values(series):
+    """A column as an object array of the values :func:`row_dicts` gives (NA of nullable columns as None)."""
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.api.extensions.ExtensionDtype):
+        return series.to_numpy(dtype=object, na_value=None)
+    return series.to_numpy(dtype=object)
+
+
 def row_dicts(frame) -> list[dict]:
     """Rows as dicts, like ``frame.to_dict("records")`` (NA of nullable columns as None, NaN kept, Python
     scalars) at a fraction of its cost on nullable and string columns: the per-row loops of matching and
     verdicts read hundreds of thousands of rows."""
-    import pandas as pd
-
     columns = list(frame.columns)
-    arrays = [frame[c].to_numpy(dtype=object, na_value=None) if isinstance(frame[c].dtype, pd.api.extensions.ExtensionDtype)
-              else frame[c].to_numpy(dtype=object) for c in columns]
+    arrays = [object_values(frame[c]) for c in columns]
     return [dict(zip(columns, row, strict=True)) for row in zip(*arrays, strict=True)]
 
 
-def index_records(frame) -> dict:
-    """``{index: row dict}``, like ``frame.to_dict("index")`` (see :func:`row_dicts`)."""
-    return dict(zip(frame.index, row_dicts(frame), strict=True))

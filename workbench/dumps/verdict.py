@@ -55,45 +55,95 @@ def nan_inf_note(row: dict) -> str:
     return "nan/inf only in A" if bad[0] else "nan/inf only in B"
 
 
-def evaluate(pairs, noise: dict | None = None):
+def evaluate(pairs, noise: dict | None = None, *, in_place: bool = False):
     """``pairs`` with rel_<stat>, worst_rel, tolerance, noise, note and status (pass | warning | error).
-    ``noise``: (rank, step, A row name) -> observed run-to-run relative spread (:func:`noise_spread`)."""
-    frame = pairs.copy()
-    rows = row_dicts(frame)
-    columns: dict[str, list] = {f"rel_{s}": [] for s in STATS}
-    for key in ("worst_rel", "tolerance", "noise", "note", "status"):
-        columns[key] = []
-    for row in rows:
-        rel = relative_differences(row)
-        finite = [v for v in rel.values() if math.isfinite(v)]
-        worst = max(finite) if finite else math.nan
-        tol = tolerance(row.get("a_dtype"), row.get("b_dtype"))
-        spread = (noise or {}).get((row["rank"], row["step"], row["a_name"]), math.nan)
-        if math.isfinite(spread):
-            tol = max(tol, NOISE_FACTOR * spread)
-        note = nan_inf_note(row)
-        for stat in STATS:
-            columns[f"rel_{stat}"].append(rel[stat])
-        columns["worst_rel"].append(worst)
-        columns["tolerance"].append(tol)
-        columns["noise"].append(spread)
-        columns["note"].append(note or _dtype_note(row))
-        columns["status"].append(_status(worst, tol, note))
-    for key, values in columns.items():
-        frame[key] = values
+    ``noise``: (rank, step, A row name) -> observed run-to-run relative spread (:func:`noise_spread`).
+    ``in_place``: the columns are added to ``pairs`` itself (no copy of a large table).
+
+    Computed on whole columns (numpy), with the arithmetic of :func:`relative_differences`,
+    :func:`nan_inf_note` and :func:`tolerance` per row; tolerances and dtype notes once per dtype pair."""
+    import numpy as np
+
+    frame = pairs if in_place else pairs.copy()
+    if not len(frame):
+        for key in (*(f"rel_{s}" for s in STATS), "worst_rel", "tolerance", "noise", "note", "status"):
+            frame[key] = []
+        return frame
+    rel = _relative_columns(frame)
+    for stat in STATS:
+        frame[f"rel_{stat}"] = rel[stat]
+    stacked = np.column_stack([rel[stat] for stat in STATS])
+    finite = np.where(np.isfinite(stacked), stacked, -np.inf)
+    worst = finite.max(axis=1, initial=-np.inf)
+    worst[worst == -np.inf] = np.nan
+    dtypes = list(zip(frame["a_dtype"].tolist(), frame["b_dtype"].tolist(), strict=True))
+    by_pair = {pair: (tolerance(*pair), _dtype_note_of(*pair)) for pair in set(dtypes)}
+    tol = np.array([by_pair[pair][0] for pair in dtypes], dtype=np.float64)
+    spread = np.full(len(frame), np.nan)
+    if noise:
+        keys = zip(frame["rank"].tolist(), frame["step"].tolist(), frame["a_name"].tolist(), strict=True)
+        spread = np.array([noise.get(key, math.nan) for key in keys], dtype=np.float64)
+    widened = np.isfinite(spread)
+    tol[widened] = np.maximum(tol[widened], NOISE_FACTOR * spread[widened])
+    bad = _nan_inf_columns(frame)
+    note = np.where(bad[0] == bad[1], "", np.where(bad[0], "nan/inf only in A", "nan/inf only in B")).astype(object)
+    status = np.where(~np.isfinite(worst) | (worst <= tol), "pass",
+                      np.where(worst <= WARNING_FACTOR * tol, "warning", "error")).astype(object)
+    status[note != ""] = "error"
+    dtype_notes = np.array([by_pair[pair][1] for pair in dtypes], dtype=object)
+    note = np.where(note == "", dtype_notes, note)
+    frame["worst_rel"] = worst
+    frame["tolerance"] = tol
+    frame["noise"] = spread
+    frame["note"] = list(note)
+    frame["status"] = list(status)
     return frame
 
 
-def _status(worst: float, tol: float, note: str) -> str:
-    if note:
-        return "error"
-    if not math.isfinite(worst) or worst <= tol:
-        return "pass"
-    return "warning" if worst <= WARNING_FACTOR * tol else "error"
+def _column(frame, name: str):
+    """A column as float64 (None / <NA> / missing: nan)."""
+    import numpy as np
+    import pandas as pd
+
+    if name not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _dtype_note(row: dict) -> str:
-    a, b = normalise_dtype(row.get("a_dtype")), normalise_dtype(row.get("b_dtype"))
+def _relative_columns(frame) -> dict:
+    """:func:`relative_differences` on every row at once."""
+    import numpy as np
+
+    numel, l2 = _column(frame, "a_numel"), _column(frame, "a_l2norm")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        usable = (numel != 0) & np.isfinite(numel) & np.isfinite(l2)
+        rms = np.where(usable, l2 / np.sqrt(np.where(usable, numel, 1.0)), np.nan)
+        rms_part = np.where(np.isfinite(rms), rms, 0.0)
+        out = {}
+        for stat in STATS:
+            a, b = _column(frame, f"a_{stat}"), _column(frame, f"b_{stat}")
+            scale = np.maximum(np.maximum(np.where(np.isfinite(a), np.abs(a), 0.0), rms_part), 1e-30)
+            out[stat] = np.where(np.isfinite(a) & np.isfinite(b), np.abs(a - b) / scale, np.nan)
+    return out
+
+
+def _nan_inf_columns(frame) -> tuple:
+    """:func:`nan_inf_note`'s test per side on every row: a positive nan/inf count, or an infinite max/min."""
+    import numpy as np
+
+    out = []
+    for side in ("a", "b"):
+        bad = np.zeros(len(frame), dtype=bool)
+        for name in (f"{side}_nan_count", f"{side}_inf_count"):
+            bad |= _column(frame, name) > 0
+        for stat in ("max", "min"):
+            bad |= np.isinf(_column(frame, f"{side}_{stat}"))
+        out.append(bad)
+    return tuple(out)
+
+
+def _dtype_note_of(dtype_a, dtype_b) -> str:
+    a, b = normalise_dtype(dtype_a), normalise_dtype(dtype_b)
     if a == b:
         return ""
     from .match_ops import load_operators

@@ -19,20 +19,15 @@ SUSPECT_COLUMNS = ("step", "rank", "order", "level", "call_a", "call_b", "layer"
 
 
 def diverging_calls(evaluated) -> list[dict]:
-    """Every diverging call, in (step, rank, order) order."""
-    calls: dict[tuple, dict] = {}
-    for row in row_dicts(evaluated):
-        key = (row["step"], row["rank"], row["call_a"], row["call_b"])
-        call = calls.setdefault(key, {"rows": [], "order": row["order"]})
-        call["rows"].append(row)
-        call["order"] = min(call["order"], row["order"])
+    """Every diverging call, in (step, rank, order) order. The calls are told apart on whole columns; only the
+    diverging ones are read row by row."""
     found = []
-    for (step, rank, call_a, call_b), call in calls.items():
-        rows = call["rows"]
+    for rows in _candidate_calls(evaluated):
+        call = {"order": min(r["order"] for r in rows)}
+        first_row = rows[0]
+        step, rank, call_a, call_b = first_row["step"], first_row["rank"], first_row["call_a"], first_row["call_b"]
         inputs = [r for r in rows if r["io"] == "input"]
         outputs = [r for r in rows if r["io"] == "output"]
-        if not outputs or any(r["status"] != "pass" for r in inputs) or all(r["status"] == "pass" for r in outputs):
-            continue
         worst_in = max((_finite(r["worst_rel"]) for r in inputs), default=0.0)
         worst_out = max(_finite(r["worst_rel"]) for r in outputs)
         tol = max(r["tolerance"] for r in outputs)
@@ -47,18 +42,56 @@ def diverging_calls(evaluated) -> list[dict]:
     return sorted(found, key=lambda c: (c["step"], c["rank"], c["order"]))
 
 
+def _call_ids(evaluated):
+    """Each row's call (step, rank, call_a, call_b), numbered in order of first appearance."""
+    import numpy as np
+
+    keys = zip(*(evaluated[c].tolist() for c in ("step", "rank", "call_a", "call_b")), strict=True)
+    ids: dict[tuple, int] = {}
+    return np.asarray([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64), len(ids)
+
+
+def _candidate_calls(evaluated) -> list[list[dict]]:
+    """The rows (dicts, in table order) of each call with an output, every input passing and an output not
+    passing; calls in order of first appearance."""
+    import numpy as np
+
+    if not len(evaluated):
+        return []
+    ids, count = _call_ids(evaluated)
+    io = evaluated["io"].to_numpy(dtype=object)
+    failing = evaluated["status"].to_numpy(dtype=object) != "pass"
+    is_in, is_out = io == "input", io == "output"
+    has_out = np.bincount(ids[is_out], minlength=count) > 0
+    bad_in = np.bincount(ids[is_in & failing], minlength=count) > 0
+    bad_out = np.bincount(ids[is_out & failing], minlength=count) > 0
+    chosen = np.flatnonzero(has_out & ~bad_in & bad_out)
+    if not len(chosen):
+        return []
+    positions = np.flatnonzero(np.isin(ids, chosen))
+    groups: dict[int, list[dict]] = {int(call): [] for call in chosen}
+    for call, row in zip(ids[positions].tolist(), row_dicts(evaluated.iloc[positions]), strict=True):
+        groups[call].append(row)
+    return list(groups.values())
+
+
 FLOATS = ("float64", "float32", "bfloat16", "float16", "float8")
 
 
 def first_precision_change(evaluated) -> dict | None:
     """The earliest matched call with a row whose floating dtypes differ between the sides, or None."""
-    rows = sorted(row_dicts(evaluated), key=lambda r: (r["step"], r["rank"], r["order"]))
-    changed = next((r for r in rows if r["a_dtype"] in FLOATS and r["b_dtype"] in FLOATS
-                    and r["a_dtype"] != r["b_dtype"]), None)
-    if changed is None:
+    import numpy as np
+
+    a, b = evaluated["a_dtype"], evaluated["b_dtype"]
+    changed_rows = np.flatnonzero((a.isin(FLOATS) & b.isin(FLOATS) & (a != b)).to_numpy(dtype=bool))
+    if not len(changed_rows):
         return None
-    call = [r for r in rows if (r["step"], r["rank"], r["call_a"], r["call_b"]) ==
-            (changed["step"], changed["rank"], changed["call_a"], changed["call_b"])]
+    step, rank, order = (evaluated[c].to_numpy() for c in ("step", "rank", "order"))
+    earliest = int(min(changed_rows, key=lambda i: (step[i], rank[i], order[i])))      # first of a stable sort
+    changed = row_dicts(evaluated.iloc[[earliest]])[0]
+    ids, _ = _call_ids(evaluated)
+    members = np.flatnonzero(ids == ids[earliest])
+    call = sorted(row_dicts(evaluated.iloc[members]), key=lambda r: (r["step"], r["rank"], r["order"]))
     inputs, outputs = ([r for r in call if r["io"] == io] for io in ("input", "output"))
     worst_in = max((_finite(r["worst_rel"]) for r in inputs), default=0.0)
     worst_out = max((_finite(r["worst_rel"]) for r in outputs), default=0.0)

@@ -86,6 +86,7 @@ class Template:
         return self.text.format_map(env) if self.variables else self.text
 
 
+@lru_cache(maxsize=1 << 16)              # a dump's module paths are asked once per format and per resolver
 def skeleton_of(name: str) -> str:
     """A physical name's bucket key: the name without its digits (a template's: without digits
     and placeholders). Names of one template share it; the anchored regex then decides."""
