@@ -136,7 +136,9 @@ def _text(value) -> str:
 
 def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tuple[list, list]:
     """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
-    outputs position by position among the tensors of that io, only with the same element count.
+    outputs position by position among the tensors of that io, only with the same element count. The
+    outputs of a backward call (the gradients of its inputs) are paired only when both sides record as many
+    (msprobe's torch ``Functional.linear`` backward records one tensor, MindSpore's ``matmul`` two).
     Returns (pairs of row positions, unmatched (side, position, reason))."""
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
@@ -158,6 +160,11 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
                     used.add(other)
                     _pair_or_reason(rows_a, index, rows_b, other, pairs, unmatched)
             unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
+            continue
+        if io == "output" and call_a.pass_ == "backward" and len(part_a) != len(part_b):
+            reason = (f"backward outputs differ in number (A {len(part_a)}, B {len(part_b)}): the frameworks record "
+                      "different gradients for this call, so they are not compared slot by slot")
+            unmatched += [("A", i, reason) for i in part_a] + [("B", i, reason) for i in part_b]
             continue
         for index_a, index_b in zip(part_a, part_b, strict=False):
             x, y = numel_a[index_a], numel_b[index_b]
