@@ -178,7 +178,8 @@ def _dump_culprit(result: Result) -> str | None:
     if not first:
         return result.summary[1] if len(result.summary) > 1 else None
     if isinstance(first, dict):
-        module = first.get("logical_module") or first.get("module_path") or ""
-        name = first.get("a_name") or first.get("name") or ""
-        return f"{module} ({name})" if module else str(name)
+        module = first.get("logical_module") or first.get("module_a") or ""
+        call = first.get("call_a") or ""
+        other = first.get("call_b") or ""
+        return f"{module}: {call} / {other}" if module else f"{call} / {other}"
     return str(first)

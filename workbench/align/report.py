@@ -54,9 +54,9 @@ def run_stages(plan: Plan, catalog: StageCatalog | None = None,
         if progress:
             progress(stage.id)
         outcome = _run(stage, plan)
-        if explains:
+        if explains:                   # the later evidence is the finer one: the first diverging operator last
             outcome.evidence_for = stopped.stage.id
-            if stopped.check and not stopped.check.culprit and outcome.culprit:
+            if stopped.check and outcome.culprit:
                 stopped.check.culprit = outcome.culprit
         elif outcome.verdict in (FAIL, ERROR):
             stopped = outcome
