@@ -91,11 +91,17 @@ def check_step2_optimizer(plan: Plan) -> StageCheck:
     from ..grads.optim_check import CheckOptions
     from ..grads.optim_result import optim_check
 
-    loss = _loss(plan, "megatron_step_log", "mindformers_step_log", steps=2)
+    loss = _loss(plan, "megatron_step_log", "mindformers_step_log", only_step=2)
     options = CheckOptions(megatron=plan.artifacts.get("megatron_config") if plan.present("megatron_config") else None,
                            **plan.thresholds.get("optim_check", {}))
     optimizer = optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"], options)
-    return _outcome([loss, optimizer], lambda: _optimizer_culprit(optimizer))
+    check = _outcome([loss, optimizer], lambda: _optimizer_culprit(optimizer, loss, plan))
+    moved = _step2_norms_moved(plan)
+    if moved and not check.failed:       # the configuration reproduces the update, the MindSpore run does not
+        check.failed = True
+        check.culprit = "optimizer: the MindSpore update departs from its configured optimizer (" + moved + ")"
+        check.evidence.insert(0, "step-2 local norms: " + moved)
+    return check
 
 
 def check_lr0_long(plan: Plan) -> StageCheck:
@@ -139,15 +145,21 @@ def run_check(stage_id: str, plan: Plan) -> StageCheck:
 # ------------------------------------------------------------------ helpers --------------------------------
 
 def _loss(plan: Plan, reference: str, candidate: str, steps: int | None = None, metric: str = "loss",
-          baselines: tuple[str, ...] = ()) -> Result:
+          baselines: tuple[str, ...] = (), only_step: int | None = None) -> Result:
+    """``workbench loss`` on two logs of the plan; ``steps``: the first N steps; ``only_step``: that step alone,
+    judged by the step-1 bar (after an update from identical gradients, step 2 must agree as step 1 does)."""
     from ..logs import read_log
     from ..logs.loss_compare import compare_loss, keep_first_steps
+
+    from dataclasses import replace
 
     from ..logs.loss_compare import LossThresholds
 
     series = [read_log(plan.artifacts[name]) for name in (reference, candidate, *baselines)]
     if steps is not None:
         series = [keep_first_steps(one, steps) for one in series]
+    if only_step is not None:
+        series = [replace(one, series=one.series[one.series["step"] == only_step]) for one in series]
     chosen = plan.thresholds.get("loss", {}) if metric == "loss" else {}   # other metrics: printed to fewer digits
     return compare_loss(series[0], series[1], series[2:], metric, LossThresholds(**chosen))
 
@@ -164,13 +176,36 @@ def _data_culprit(result: Result) -> str | None:
     return "the replayed batches, " + first if first.startswith("first difference") else "the captured batches"
 
 
-def _optimizer_culprit(result: Result) -> str | None:
+def _optimizer_culprit(result: Result, loss: Result, plan: Plan) -> str | None:
+    """The cause optim-check diagnoses in the configured optimizer (else "optimizer", or the step-2 loss)."""
     causes = result.tables.get("diagnosis")
     if causes is not None and len(causes):
         diagnosed = causes[causes["status"] == "diagnosis"]
         if len(diagnosed):
             return "optimizer: " + "; ".join(diagnosed["claim"].astype(str))
     return "optimizer" if result.exit_code else "the step-2 loss"
+
+
+def _step2_norms_moved(plan: Plan) -> str | None:
+    """After one update from identical gradients the step-2 local norms agree as step 1's do: a median relative
+    difference above the local-norm floor means every parameter was updated differently. The reason, or None."""
+    from ..errors import InputError
+    from ..logs import read_log
+    from ..logs.localnorm_compare import NormThresholds, compare_local_norms
+
+    floor = NormThresholds(**plan.thresholds.get("localnorm", {})).floor
+    try:
+        norms = compare_local_norms(read_log(plan.artifacts["megatron_step_log"]),
+                                    read_log(plan.artifacts["mindformers_step_log"]), steps=[2],
+                                    thresholds=NormThresholds(**plan.thresholds.get("localnorm", {})))
+    except InputError:                    # no step-2 local norms in the logs: the loss and optim-check decide
+        return None
+    table = norms.main_table
+    median = float(table["relative_difference"].median()) if len(table) else 0.0
+    if not median > floor:
+        return None
+    return (f"median relative difference {median:.3g} above the floor {floor:g}; largest in "
+            f"{table['label'].iloc[0]}")
 
 
 def _dump_culprit(result: Result) -> str | None:
