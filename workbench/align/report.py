@@ -54,10 +54,11 @@ def run_stages(plan: Plan, catalog: StageCatalog | None = None,
         if progress:
             progress(stage.id)
         outcome = _run(stage, plan)
-        if explains:                   # the later evidence is the finer one: the first diverging operator last
+        if explains:                   # each evidence stage adds what it names (local norms, then the dumps)
             outcome.evidence_for = stopped.stage.id
             if stopped.check and outcome.culprit:
-                stopped.check.culprit = outcome.culprit
+                named = f"{outcome.stage.id}: {outcome.culprit}"
+                stopped.check.culprit = f"{stopped.check.culprit}; {named}" if stopped.check.culprit else named
         elif outcome.verdict in (FAIL, ERROR):
             stopped = outcome
         outcomes.append(outcome)
