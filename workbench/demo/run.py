@@ -54,14 +54,15 @@ class DemoRun:
 
 
 def mindspore_side(fault_name: str | None, model):
-    """(the MindSpore side's model config, the fault to plant in its code or None) under ``fault_name``."""
+    """(the MindSpore side's model config, the fault to plant in its code or None) under ``fault_name``. The
+    model comes from the MindFormers yaml the demo runs, which already states a padded vocabulary
+    (:func:`_pad_mindformers_vocab`)."""
     if not fault_name:
         return model, None
     from .catalog import CODE_KINDS, find_fault
-    from .faults import mindspore_model
 
     fault = find_fault(fault_name)
-    return mindspore_model(fault, model), fault if fault.plant.kind in CODE_KINDS else None
+    return model, fault if fault.plant.kind in CODE_KINDS else None
 
 
 def run_demo(options: DemoOptions) -> DemoRun:
@@ -81,6 +82,8 @@ def run_demo(options: DemoOptions) -> DemoRun:
         return value
 
     plan = stage("prepare", lambda: _prepare(out, options.long_steps))
+    if fault is not None and fault.plant.values.get("pad_vocab_rows"):
+        _pad_mindformers_vocab(plan, fault.plant.values["pad_vocab_rows"])
     runs = _Runs(plan, out / "work", fault)
     stage("checkpoint", runs.reference_checkpoint)
     stage("convert", runs.convert)
@@ -113,6 +116,22 @@ def _add_thresholds(plan_file: Path) -> None:
         "thresholds:   # the demo's fp32 pair: datasets/demo_faults.yaml thresholds (measured clean noise)\n"
         f"  loss: {{step1_rtol: {chosen.step1_loss_rtol:.6e}, band_margin: {chosen.long_band_margin:.6e}}}\n"
         f"  localnorm: {{floor: {chosen.localnorm_floor:.6e}, factor: {chosen.localnorm_factor:.6e}}}\n"))
+
+
+def _pad_mindformers_vocab(plan, rows: int) -> None:
+    """A padded-vocabulary fault is a config difference too: every MindFormers yaml the plan runs says
+    ``vocab_size`` + ``rows`` (the model the padded checkpoint fits), as the migrated config would."""
+    import re
+
+    from ..fileio import write_text
+
+    for entry in plan.runs.values():
+        config = entry.get("mindformers_config") if isinstance(entry, dict) else None
+        if config:
+            path = plan.folder / config
+            text = re.sub(r"(?m)^(\s+vocab_size:\s*)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + rows}",
+                          path.read_text())
+            write_text(path, text)
 
 
 def _report(plan, page: Path):
