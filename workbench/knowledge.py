@@ -29,3 +29,15 @@ def knowledge_dir(name: str) -> Path:
             return candidate
     raise InputError(str(candidates[0]), f"knowledge base '{name}/' not found",
                      "reinstall workbench or set WORKBENCH_KNOWLEDGE to a folder holding it")
+
+
+def load_knowledge(base: str, file: str, kind: str, what: str, path: Path | None = None):
+    """``(doc, data)`` of knowledge file ``base/file`` (or ``path``): parsed with line numbers, its top level a
+    mapping whose ``kind:`` is ``kind``; otherwise one InputError saying ``what`` the file declares."""
+    from .yamlio import load_yaml
+
+    doc = load_yaml(path or knowledge_dir(base) / file)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    if data.get("kind") != kind:
+        raise InputError(str(doc.path), f"expected kind: {kind}", f"this file declares {what}")
+    return doc, data

@@ -142,14 +142,10 @@ def _differences(doc, value: Any) -> dict[str, str]:
 def load_runs(path: Path | None = None) -> RunCatalog:
     """The runs of ``datasets/align_runs.yaml`` (or ``path``), validated against keys.yaml and the stages."""
     from ..config.registry import load_registry
-    from ..knowledge import knowledge_dir
-    from ..yamlio import load_yaml
+    from ..knowledge import load_knowledge
     from .stages import load_stages
 
-    doc = load_yaml(path or knowledge_dir("datasets") / RUNS_FILE)
-    data = doc.data if isinstance(doc.data, dict) else {}
-    if data.get("kind") != "align_runs":
-        raise InputError(str(doc.path), "expected kind: align_runs", "this file declares the runs align prepare writes")
+    doc, data = load_knowledge("datasets", RUNS_FILE, "align_runs", "the runs align prepare writes", path)
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise InputError(_where(doc, sorted(map(str, unknown))[0]), f"unknown key {sorted(map(str, unknown))[0]!r}",

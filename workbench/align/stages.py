@@ -103,13 +103,9 @@ def _stage(doc, index: int, body, artifacts: dict, seen: set) -> Stage:
 @lru_cache(maxsize=4)
 def load_stages(path: Path | None = None) -> StageCatalog:
     """The stages of ``datasets/align_stages.yaml`` (or ``path``), validated."""
-    from ..knowledge import knowledge_dir
-    from ..yamlio import load_yaml
+    from ..knowledge import load_knowledge
 
-    doc = load_yaml(path or knowledge_dir("datasets") / STAGES_FILE)
-    data = doc.data if isinstance(doc.data, dict) else {}
-    if data.get("kind") != "align_stages":
-        raise InputError(str(doc.path), "expected kind: align_stages", "this file declares the method's stages")
+    doc, data = load_knowledge("datasets", STAGES_FILE, "align_stages", "the method's stages", path)
     artifacts = data.get("artifacts")
     if not isinstance(artifacts, dict) or not all(isinstance(v, str) for v in artifacts.values()):
         raise InputError(location(doc.path, doc.lines.get("artifacts"), "artifacts"),

@@ -175,13 +175,9 @@ class Thresholds:
 
 
 def _document(path: Path | None):
-    from ..knowledge import knowledge_dir
-    from ..yamlio import load_yaml
+    from ..knowledge import load_knowledge
 
-    doc = load_yaml(path or knowledge_dir("datasets") / CATALOG_FILE)
-    data = doc.data if isinstance(doc.data, dict) else {}
-    if data.get("kind") != "demo_faults":
-        raise InputError(str(doc.path), "expected kind: demo_faults", "this file is the demo's fault catalog")
+    doc, data = load_knowledge("datasets", CATALOG_FILE, "demo_faults", "the demo's fault catalog", path)
     unknown = sorted(map(str, set(data) - {"kind", "faults", "thresholds"}))
     if unknown:
         raise InputError(_where(doc, unknown[0]), f"unknown key {unknown[0]!r}", "use kind, thresholds and faults")

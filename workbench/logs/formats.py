@@ -136,13 +136,9 @@ def _format(doc, name: str, body) -> LogFormat:
 @lru_cache(maxsize=4)
 def load_formats(path: Path | None = None) -> dict[str, LogFormat]:
     """Every format of ``datasets/log_formats.yaml`` (or ``path``), validated."""
-    from ..knowledge import knowledge_dir
-    from ..yamlio import load_yaml
+    from ..knowledge import load_knowledge
 
-    doc = load_yaml(path or knowledge_dir("datasets") / FORMATS_FILE)
-    data = doc.data if isinstance(doc.data, dict) else {}
-    if data.get("kind") != "log_formats":
-        raise InputError(str(doc.path), "expected kind: log_formats", "this file declares training-log formats")
+    doc, data = load_knowledge("datasets", FORMATS_FILE, "log_formats", "training-log formats", path)
     formats = {name: _format(doc, name, body) for name, body in data.items() if name != "kind"}
     for required in ("megatron", "mindformers"):
         if required not in formats:

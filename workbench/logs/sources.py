@@ -53,13 +53,9 @@ def _meaning(doc, key: str, value) -> TagMeaning:
 
 @lru_cache(maxsize=4)
 def load_sources(path: Path | None = None) -> SeriesSources:
-    from ..knowledge import knowledge_dir
-    from ..yamlio import load_yaml
+    from ..knowledge import load_knowledge
 
-    doc = load_yaml(path or knowledge_dir("datasets") / SOURCES_FILE)
-    data = doc.data if isinstance(doc.data, dict) else {}
-    if data.get("kind") != "series_sources":
-        raise InputError(str(doc.path), "expected kind: series_sources", "this file declares series sources")
+    doc, data = load_knowledge("datasets", SOURCES_FILE, "series_sources", "series sources", path)
     boards = {framework: {tag: _meaning(doc, f"tensorboard.{framework}.{tag}", meaning) for tag, meaning in tags.items()}
               for framework, tags in (data.get("tensorboard") or {}).items()}
     monitor = {prefix: _meaning(doc, f"msprobe_monitor.{prefix}", meaning)
