@@ -20,8 +20,8 @@ VOCAB, HIDDEN, FFN, HEADS, KV_HEADS = 1 << 17, 256, 512, 4, 2   # embedding and 
 
 
 def big_hf_checkpoint(folder: Path) -> Path:
-    """A one-layer HF Llama of about 260 MiB: a safetensors header and a sparse body (zeros), made in
-    milliseconds, so that the conversion spends its time writing the output."""
+    """A one-layer HF Llama of about 260 MiB: a safetensors header and a body of real bytes (a hole-y file is
+    copied by the kernel without moving data, and the conversion would end before a signal can land)."""
     from workbench.reference.config import ModelConfig
     from workbench.reference.hf_io import hf_config
 
@@ -44,9 +44,12 @@ def big_hf_checkpoint(folder: Path) -> Path:
     encoded += b" " * (-len(encoded) % 8)
     folder.mkdir()
     weights = folder / "model.safetensors"
+    block = bytes(range(1, 129)) * (1 << 13)          # 1 MiB of data, not a hole: copies move real bytes
     with open(weights, "wb") as handle:
         handle.write(len(encoded).to_bytes(8, "little") + encoded)
-        handle.truncate(8 + len(encoded) + offset)
+        for _ in range(offset // len(block)):
+            handle.write(block)
+        handle.write(block[:offset % len(block)])
     model = ModelConfig(num_layers=1, hidden_size=HIDDEN, num_attention_heads=HEADS, num_kv_heads=KV_HEADS,
                         ffn_hidden_size=FFN, vocab_size=VOCAB)
     (folder / "config.json").write_text(json.dumps(hf_config(model)))
