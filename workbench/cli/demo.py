@@ -34,11 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo.catalog import find_fault, load_faults
+    from ..demo.catalog import find_fault, format_catalog, load_faults
 
     if args.list_faults:
-        for fault in load_faults().values():
-            print(f"{fault.name:20} {fault.stage:16} {fault.title}")
+        print(format_catalog(load_faults()))       # the one catalog listing (workbench reference --list-faults too)
         return 0
     if args.fault:
         find_fault(args.fault)                               # an unknown name: one line, before any work
