@@ -28,8 +28,6 @@ from ..knowledge import knowledge_dir
 PAIR = ("demo_megatron.sh", "demo_mindformers.yaml")
 """The demo's own config pair, shipped in checklists/examples/ (the model sized in datasets/demo_model.yaml)."""
 LONG_STEPS = 40
-MICRO_BATCH = 4
-"""The demo pair's --micro-batch-size (runner_config.batch_size): the faults were measured with it."""
 RUNS = ("step12", "lr0", "long", "rerun")
 REPORT = "report.html"
 
@@ -163,6 +161,13 @@ class _Runs:
         config = entry["megatron"] if side == "megatron" else entry["mindformers_config"]
         return configs_from_file(self.plan.folder / config, side)
 
+    def micro_batch_size(self, run: str) -> int:
+        """The reference script's --micro-batch-size (the demo pair's: the faults were measured with it)."""
+        from ..config import read_config, resolve
+
+        config = resolve(read_config(self.plan.folder / self.plan.runs[run]["megatron"], "megatron"))
+        return int(config.value("train.micro_batch_size", 1))
+
     def reference_checkpoint(self) -> None:
         from dataclasses import replace
 
@@ -190,7 +195,7 @@ class _Runs:
 
         model, train = self.configs("long", "megatron")
         steps = max(train.steps, 2)
-        reference = synthetic_batches(model, steps, micro_batch_size=MICRO_BATCH, seed=train.seed)
+        reference = synthetic_batches(model, steps, micro_batch_size=self.micro_batch_size("long"), seed=train.seed)
         record(reference, self.path("megatron_batches"))
         replayed = replay_for_mindspore(self.path("megatron_batches"), self.path("mindformers_batches"), self.fault)
         save_npz(reference, self.work / "megatron_batches.npz")
