@@ -65,7 +65,7 @@ def series_with_difference(x: np.ndarray, series: Mapping[str, np.ndarray], *, t
         top.plot(x, y, lw=1.2, color=SIDE_COLOURS[index % len(SIDE_COLOURS)], label=label,
                  ls="-" if index == 0 else "--")
     top.set_ylabel(ylabel)
-    top.set_title(title)
+    top.set_title(wrapped(title))
     top.legend(fontsize=8, loc="best")
     if logy if logy is not None else _spans_decades(np.concatenate(values)):
         top.set_yscale("log")
@@ -110,8 +110,15 @@ def bar_relative_differences(names: Sequence[str], values: Sequence[float], *, t
         axis.legend(fontsize=8, loc="lower right")
     axis.set_xlabel(xlabel)
     suffix = f" (largest {len(shown_names)} of {len(values)})" if len(values) > len(shown_names) else ""
-    axis.set_title(title + suffix)
+    axis.set_title(wrapped(title + suffix))
     return fig
+
+
+def wrapped(title: str, width: int = 80) -> str:
+    """A long title on several lines (a figure clips one long line at its edge)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def heatmap(matrix: np.ndarray, row_labels: Sequence[str], column_labels: Sequence[str], *, title: str,
@@ -130,7 +137,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], column_labels: Sequen
     axis.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
-    axis.set_title(title)
+    axis.set_title(wrapped(title))
     fig.colorbar(image, ax=axis, label=colorbar_label)
     return fig
 
