@@ -88,14 +88,22 @@ def check_step1_localnorm(plan: Plan) -> StageCheck:
 
 
 def check_step2_optimizer(plan: Plan) -> StageCheck:
+    """The step-2 loss; the configuration applied to the reference's gradients (optim-check); and, when the plan has
+    the MindSpore run's own update from those gradients (``mindformers_injected``), that update explained."""
+    from dataclasses import replace
+
     from ..grads.optim_check import CheckOptions
     from ..grads.optim_result import optim_check
 
     loss = _loss(plan, "megatron_step_log", "mindformers_step_log", only_step=2)
     options = CheckOptions(megatron=plan.artifacts.get("megatron_config") if plan.present("megatron_config") else None,
                            **plan.thresholds.get("optim_check", {}))
-    optimizer = optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"], options)
-    check = _outcome([loss, optimizer], lambda: _optimizer_culprit(optimizer, loss, plan))
+    configured = optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"], options)
+    results = [loss, configured]
+    if plan.present("mindformers_injected"):
+        results.append(optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"],
+                                   replace(options, observed=plan.artifacts["mindformers_injected"])))
+    check = _outcome(results, lambda: _optimizer_culprit(results[1:], plan))
     moved = _step2_norms_moved(plan)
     if moved and not check.failed:       # the configuration reproduces the update, the MindSpore run does not
         check.failed = True
@@ -176,16 +184,19 @@ def _data_culprit(result: Result) -> str | None:
     return "the replayed batches, " + first if first.startswith("first difference") else "the captured batches"
 
 
-def _optimizer_culprit(result: Result, loss: Result, plan: Plan) -> str | None:
-    """The cause optim-check diagnoses in the configured optimizer; else the optimizer's code (step 1 agreed, so
-    the gradients were the same, and the configuration reproduces the reference's update)."""
-    causes = result.tables.get("diagnosis")
-    if causes is not None and len(causes):
-        diagnosed = causes[causes["status"] == "diagnosis"]
-        if len(diagnosed):
-            return "optimizer: " + "; ".join(diagnosed["claim"].astype(str))
-    if result.exit_code:
-        return "optimizer"
+def _optimizer_culprit(checks: list[Result], plan: Plan) -> str | None:
+    """The first cause an optimizer check diagnoses: the configuration's against the reference's update, then the
+    MindSpore run's own update against its configuration; else the optimizer's code (step 1 agreed, so the
+    gradients were the same, and the configuration reproduces the reference's update)."""
+    for result in checks:
+        causes = result.tables.get("diagnosis")
+        if causes is not None and len(causes):
+            diagnosed = causes[causes["status"] == "diagnosis"]
+            if len(diagnosed):
+                return "optimizer: " + "; ".join(diagnosed["claim"].astype(str))
+    if any(result.exit_code for result in checks):
+        return ("optimizer: the MindSpore run's update departs from its configuration (no single cause fits)"
+                if checks[-1].exit_code and checks[-1].facts.get("observed") else "optimizer")
     return ("optimizer: the MindSpore update departs from its configured optimizer (the step-2 loss differs while "
             "the configuration, applied to the reference's gradients, reproduces the reference's update)")
 

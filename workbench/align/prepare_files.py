@@ -13,6 +13,7 @@ ARTIFACT_PATHS = {
     "megatron_step_log": "logs/megatron_step12.log",
     "mindformers_step_log": "logs/mindformers_step12.log",
     "grads": "grads",
+    "mindformers_injected": "checkpoints/mindformers_injected_step1.ckpt",
     "megatron_lr0_log": "logs/megatron_lr0.log",
     "mindformers_lr0_log": "logs/mindformers_lr0.log",
     "megatron_long_log": "logs/megatron_long.log",

@@ -8,6 +8,7 @@ EXAMPLES = """examples:
   workbench optim-check --capture grads/ --mindformers finetune_llama.yaml
   workbench optim-check --capture grads/ --mindformers mf.yaml --megatron pretrain_llama.sh --step 1
   workbench optim-check --capture grads/ --mindformers mf.yaml --format html --out optim.html --plot optim.png
+  workbench optim-check --capture grads/ --mindformers mf.yaml --observed injected_step1.ckpt
 """
 DETAILS = """Starts from the reference's weights before update N (the capture's params_before, and its Adam state
 after update N-1 when N > 1), applies the optimizer exactly as the MindFormers yaml configures it
@@ -17,6 +18,9 @@ and Adam moments after the update, parameter by parameter. Names are mapped thro
 (Megatron linear_qkv -> MindFormers wq/wk/wv, ...). When they differ, single-cause hypotheses (weight
 decay grouping or value, lr, bias correction, betas, eps, clipping, loss scale) are fitted to the
 reference's update and the one that reproduces it is named, with its evidence.
+--observed: the method's step-2 check. The MindSpore run's weights after update N with these gradients
+injected into its optimizer (MFTrainOneStepInjectCell) take the reference's place: the configuration
+must reproduce them, and when it does not the hypotheses name what the MindSpore code does instead.
 Capture: workbench.replay.grad_capture (docs/step-store.md). Exit codes: 0 same update, 1 differences,
 2 bad input."""
 
@@ -32,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mindformers", type=Path, required=True, metavar="YAML", help="the MindFormers yaml")
     parser.add_argument("--megatron", type=Path, metavar="CONFIG",
                         help="the reference's Megatron script/args: its optimizer settings are shown as evidence")
+    parser.add_argument("--observed", type=Path, metavar="CKPT",
+                        help="the MindSpore run's weights after the update, computed from these gradients injected "
+                             "into its optimizer (MFTrainOneStepInjectCell): explain that update instead of the reference's")
     parser.add_argument("--step", type=int, help="the update to check (default: the first fully captured one)")
     parser.add_argument("--arch", help="architecture in converters/ (default: detected from the names)")
     parser.add_argument("--rtol", type=float, default=1e-6, help="PASS threshold per parameter (default 1e-6)")
@@ -52,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--rtol", f"expected a positive number, found {args.rtol}", "e.g. --rtol 1e-6")
     if args.step is not None and args.step < 1:
         raise InputError("--step", f"expected an update number from 1, found {args.step}", "e.g. --step 1")
-    options = CheckOptions(step=args.step, arch=args.arch, megatron=args.megatron, rtol=args.rtol, progress=args.progress)
+    options = CheckOptions(step=args.step, arch=args.arch, megatron=args.megatron, rtol=args.rtol, progress=args.progress,
+                           observed=args.observed)
     result = optim_check(args.capture, args.mindformers, options)
     if args.plot is not None:
         write_figure(result, "parameters", args.plot, args.force)

@@ -12,6 +12,7 @@ EXAMPLES = """examples:
   workbench reference train --side mindformers --steps 4 --batches batches.npz --out runs/ms --local-norms --grads
   workbench reference train --side mindformers --init llama.ckpt --fault norm_epsilon --steps 2 --out runs/ms_fault
   workbench reference train --side megatron --config tiny.yaml --save megatron --tp 2 --pp 2 --out runs/tp2pp2
+  workbench reference train --side mindformers --init llama.ckpt --inject-grads grads/ --inject-config mf.yaml --steps 1 --save mindspore --out runs/injected
   workbench reference --list-faults
 """
 DETAILS = """Trains one of the two tiny reference models on CPU and writes what the real framework would: its
@@ -19,7 +20,9 @@ training log (Megatron iteration lines or MindFormers MFLossMonitor lines, local
 own formats, per-step gradients; or writes Megatron-shaped synthetic batches both sides can read.
 --steps 0 with --save writes the seed-determined (or --init) weights without training: the checkpoint
 both sides of an alignment start from. --fault NAME plants a known migration bug of datasets/demo_faults.yaml
-on the MindSpore side. Exit codes: 0 done, 2 bad input."""
+on the MindSpore side. --inject-grads DIR replaces the MindSpore side's update-1 gradients by a capture's
+(the method's step-2 check: workbench optim-check --observed explains the saved update). Exit codes: 0 done,
+2 bad input."""
 
 COUNTS = {"steps": 0, "micro_batch_size": 1, "data_seed": 0, "tp": 1, "pp": 1}
 """Command-line counts and their least value (--steps 0 is allowed where it writes something: train --save)."""
@@ -64,6 +67,11 @@ def _train_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--no-jit", action="store_true", help="MindSpore side: PyNative instead of graph mode")
     train.add_argument("--fault", metavar="NAME", help="MindSpore side: plant this fault of the catalog "
                                                        "(model, precision, optimizer or schedule kind; --list-faults)")
+    train.add_argument("--inject-grads", type=Path, metavar="DIR",
+                       help="MindSpore side: update 1 uses this capture's step-1 gradients instead of its own "
+                            "(no forward pass for it)")
+    train.add_argument("--inject-config", type=Path, metavar="CONFIG",
+                       help="the yaml or script giving the model sizes the capture's names need (with --inject-grads)")
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -140,7 +148,7 @@ def _train(args: argparse.Namespace, model, train) -> int:
                    micro_batch_size=args.micro_batch_size, data_seed=args.data_seed, init=args.init,
                    save=tuple(part for part in args.save.split(",") if part), tensor_parallel=args.tp,
                    pipeline_parallel=args.pp, grads=args.grads, qkv_concat=args.qkv_concat, jit=not args.no_jit,
-                   fault=args.fault)
+                   fault=args.fault, inject=args.inject_grads, inject_config=args.inject_config)
     result = run_reference(spec)
     for step, (loss, lr) in enumerate(zip(result.losses, result.lrs, strict=True), 1):
         print(f"step {step}: loss {loss:.6f} lr {lr:.3e}")

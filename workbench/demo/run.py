@@ -210,6 +210,9 @@ class _Runs:
         try:
             for name in names:
                 self.run_side(name, "megatron")
+        except BaseException:
+            worker[0].kill()                 # it may be waiting for the reference's gradients
+            raise
         finally:
             wait_side(worker)
 
@@ -234,6 +237,24 @@ class _Runs:
         if spec.grads:
             _move(result.grads_dir, self.path("grads"))
 
+    def run_injected(self, wait_s: float = 600.0) -> None:
+        """The method's step-2 check on the MindSpore side: update 1 of the step-1/2 run with the reference's
+        step-1 gradients injected into its optimizer (the fault planted), the weights after it saved where the
+        plan names ``mindformers_injected``. Waits for the reference's gradients (the torch side's first run)."""
+        from dataclasses import replace
+
+        from ..reference.runner import RunSpec, run
+
+        _wait_for(self.path("grads"), wait_s)
+        model, train = self.configs("step12", "mindformers")
+        model, fault = mindspore_side(self.fault.name if self.fault else None, model)
+        spec = RunSpec(side="mindformers", model=model, train=replace(train, steps=1), out=self.work / "inject_mindformers",
+                       init=self.path("mindformers_checkpoint"), batches=self.work / "mindformers_batches.npz",
+                       save=("mindspore",), inject=self.path("grads"),
+                       inject_config=self.plan.folder / self.plan.runs["step12"]["mindformers_config"],
+                       fault=fault.name if fault else None)
+        _move(run(spec).checkpoints[0], self.path("mindformers_injected"))
+
     def dumps(self) -> list[str]:
         from .dumps import dump_both
 
@@ -246,6 +267,15 @@ def _with_local_norms(spec, run_name: str):
     if run_name != "step12":
         return spec
     return replace(spec, train=replace(spec.train, log_local_norms=True))
+
+
+def _wait_for(path: Path, wait_s: float) -> None:
+    """Until ``path`` exists (another process moves it into place whole); an InputError after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise InputError(str(path), f"not written within {wait_s:.0f} s", "see the reference side's run")
+        time.sleep(0.2)
 
 
 def _move(source: Path | None, target: Path) -> None:

@@ -39,6 +39,8 @@ def run_mindspore_side(plan_dir: str, work: str, fault: str, names: list[str]) -
     side = _Runs(read_plan(plan_dir), Path(work), find_fault(fault) if fault != "-" else None)
     for name in names:
         side.run_side(name, "mindformers")
+    if "step12" in names and "mindformers_injected" in side.plan.artifacts:
+        side.run_injected()
 
 
 if __name__ == "__main__":

@@ -58,6 +58,18 @@ class CapturedStep:
     def has(self, kind: str) -> bool:
         return kind in self._sources
 
+    @property
+    def loss_scale(self) -> float:
+        """The loss scale the captured gradients carry (divide by it), 1.0 when the capture records none."""
+        scale = self.meta.get("loss_scale")
+        if scale is None:
+            return 1.0
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not np.isfinite(scale) or scale <= 0:
+            raise InputError(f"{self.folders[GRADS] / 'manifest.json'}: loss_scale", f"expected a positive number, "
+                             f"found {scale!r}", "capture again with loss_scale=optimizer.get_loss_scale().item() "
+                             "(1.0 without scaling)")
+        return float(scale)
+
     def source_names(self, name: str) -> tuple[str, ...]:
         """The captured (source-format) tensors a target tensor is built from."""
         return tuple(self._steps[name].sources)

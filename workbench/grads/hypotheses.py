@@ -36,6 +36,7 @@ from .optimizer_settings import ADAM_WEIGHT_DECAY, ADAMW, RULE_NAMES, OptimizerS
 EPS_GRID = (1e-5, 1e-6, 1e-7, 1e-8, 1e-10, 1e-15)
 BETA2_GRID = (0.95, 0.98, 0.99, 0.999)
 TINY = 1e-30
+REFERENCE = "the reference"        # whose update the hypotheses explain (context["subject"] names another)
 FP32_ROUNDING = 2.0 ** -21         # 4 ulps (relative) of an fp32 tensor's L2 norm
 
 
@@ -160,23 +161,24 @@ class Estimates:
 
 def candidates(est: Estimates, s: OptimizerSettings, coeff: float, context: dict) -> list[Hypothesis]:
     """Every single-cause hypothesis worth testing against this capture."""
+    who = context.get("subject", REFERENCE)
     found: list[Hypothesis] = []
-    found += _weight_decay_hypotheses(est, s, coeff)
+    found += _weight_decay_hypotheses(est, s, coeff, who)
     lr_ratio = est.ratio("lr_num", "lr_den")
     if lr_ratio is not None and abs(lr_ratio - 1.0) > 1e-4:
-        found.append(Hypothesis("learning_rate", 1, f"the reference's lr is {lr_ratio:.4g} × this config's: "
+        found.append(Hypothesis("learning_rate", 1, f"{who}'s lr is {lr_ratio:.4g} × this config's: "
                                 f"{s.lr * lr_ratio:.6g} instead of {s.lr:.6g}", s.with_(lr=s.lr * lr_ratio), coeff))
     other = ADAM_WEIGHT_DECAY if s.rule == ADAMW else ADAMW
-    found.append(Hypothesis("bias_correction", 0, f"the reference updates as {RULE_NAMES[other]}, this config as "
+    found.append(Hypothesis("bias_correction", 0, f"{who} updates as {RULE_NAMES[other]}, this config as "
                             f"{s.type_name}: {RULE_NAMES[s.rule]}", s.with_(rule=other), coeff))
-    found += _beta_hypotheses(est, s, coeff)
-    found += [Hypothesis("eps", 0, f"the reference's eps is {eps:g}, this config's {s.eps:g}", s.with_(eps=eps), coeff)
+    found += _beta_hypotheses(est, s, coeff, who)
+    found += [Hypothesis("eps", 0, f"{who}'s eps is {eps:g}, this config's {s.eps:g}", s.with_(eps=eps), coeff)
               for eps in sorted({*EPS_GRID, *context.get("eps", ())}) if not np.isclose(eps, s.eps, rtol=1e-3)]
-    found += _gradient_factor_hypotheses(est, s, coeff, context)
+    found += _gradient_factor_hypotheses(est, s, coeff, context, who)
     return found
 
 
-def _weight_decay_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float) -> list[Hypothesis]:
+def _weight_decay_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float, who: str) -> list[Hypothesis]:
     found, wd_hat = [], est.wd_hat
     scale = max(s.weight_decay, *[abs(w) for w in wd_hat.values()], TINY)
     reference_decays = {name: wd_hat[name] > scale / 2 for name in wd_hat}
@@ -184,57 +186,58 @@ def _weight_decay_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float)
     differ = [name for name in ours if ours[name] != reference_decays[name]]
     if differ and s.weight_decay > 0:
         found.append(Hypothesis("weight_decay_groups", len({est.category[n] for n in differ}),
-                                _grouping_claim(differ, reference_decays, est.category), s, coeff, reference_decays))
+                                _grouping_claim(differ, reference_decays, est.category, who), s, coeff, reference_decays))
     both = [wd_hat[name] for name in ours if ours[name] and reference_decays[name]]
     if both:
         value = float(np.median(both))
         if not np.isclose(value, s.weight_decay, rtol=1e-2):
-            found.append(Hypothesis("weight_decay", 1, f"the reference's weight decay is {value:.4g}, this config's "
+            found.append(Hypothesis("weight_decay", 1, f"{who}'s weight decay is {value:.4g}, this config's "
                                     f"{s.weight_decay:g}", s.with_(weight_decay=value), coeff))
     return found
 
 
-def _grouping_claim(differ: list[str], reference_decays: dict[str, bool], category: dict[str, str]) -> str:
+def _grouping_claim(differ: list[str], reference_decays: dict[str, bool], category: dict[str, str], who: str) -> str:
     kinds = sorted({category[name] for name in differ})
     decayed_there = [n for n in differ if reference_decays[n]]
     how = "decays" if decayed_there else "does not decay"
-    return (f"the reference {how} {len(differ)} parameter(s) that this config "
+    return (f"{who} {how} {len(differ)} parameter(s) that this config "
             f"{'does not' if decayed_there else 'does'} ({', '.join(kinds)}): e.g. {differ[0]}")
 
 
-def _beta_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float) -> list[Hypothesis]:
+def _beta_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float, who: str) -> list[Hypothesis]:
     found = []
     beta1 = est.ratio("beta1_num", "beta1_den") if est.has_state else None
     if beta1 is not None and not np.isclose(beta1, s.beta1, rtol=0, atol=1e-4):
-        found.append(Hypothesis("beta1", 1, f"the reference's beta1 is {beta1:.4g}, this config's {s.beta1:g} "
+        found.append(Hypothesis("beta1", 1, f"{who}'s beta1 is {beta1:.4g}, this config's {s.beta1:g} "
                                 "(from the first moment)", s.with_(beta1=beta1), coeff))
     beta2 = est.ratio("beta2_num", "beta2_den") if est.has_state else None
     if beta2 is not None and not np.isclose(beta2, s.beta2, rtol=0, atol=1e-5):
-        found.append(Hypothesis("beta2", 1, f"the reference's beta2 is {beta2:.5g}, this config's {s.beta2:g} "
+        found.append(Hypothesis("beta2", 1, f"{who}'s beta2 is {beta2:.5g}, this config's {s.beta2:g} "
                                 "(from the second moment)", s.with_(beta2=beta2), coeff))
     if not est.has_state:               # without moments, a grid (beta2 only matters without bias correction)
-        found += [Hypothesis("beta2", 0, f"the reference's beta2 is {b:g}, this config's {s.beta2:g}",
+        found += [Hypothesis("beta2", 0, f"{who}'s beta2 is {b:g}, this config's {s.beta2:g}",
                              s.with_(beta2=b), coeff) for b in BETA2_GRID if not np.isclose(b, s.beta2)]
     return found
 
 
-def _gradient_factor_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float, context: dict) -> list[Hypothesis]:
+def _gradient_factor_hypotheses(est: Estimates, s: OptimizerSettings, coeff: float, context: dict,
+                                who: str) -> list[Hypothesis]:
     """Clipping on/off, a loss scale left in, or another factor estimated from the first moment."""
     found, norm, loss_scale = [], context["grad_norm"], context.get("loss_scale", 1.0)
     for clip in sorted({c for c in (s.clip, context.get("reference_clip"), 1.0) if c} | {0.0}):
         other = min(1.0, clip / (norm + 1e-6)) if clip else 1.0
         if not np.isclose(other, coeff, rtol=1e-6):
-            claim = (f"the reference clips at {clip:g} (coefficient {other:.4g})" if clip else
-                     "the reference does not clip") + (f"; this config clips at {s.clip:g} (coefficient {coeff:.4g})"
+            claim = (f"{who} clips at {clip:g} (coefficient {other:.4g})" if clip else
+                     f"{who} does not clip") + (f"; this config clips at {s.clip:g} (coefficient {coeff:.4g})"
                                                         if coeff < 1 else "; this config does not clip")
             found.append(Hypothesis("clipping", 0, claim, s.with_(clip=clip or None), other))
     if loss_scale != 1.0:
         for factor, how in ((loss_scale, "not unscaled"), (1.0 / loss_scale, "unscaled twice")):
-            found.append(Hypothesis("loss_scale", 0, f"the reference's gradients were {how} (loss scale {loss_scale:g})",
+            found.append(Hypothesis("loss_scale", 0, f"{who}'s gradients were {how} (loss scale {loss_scale:g})",
                                     s, coeff * factor))
     scale = est.ratio("scale_num", "scale_den") if est.has_state else None
     if scale is not None and not np.isclose(scale, 1.0, rtol=1e-4):
-        found.append(Hypothesis("gradient_scale", 1, f"the reference's gradients are {scale:.4g} × the captured ones "
+        found.append(Hypothesis("gradient_scale", 1, f"{who}'s gradients are {scale:.4g} × the captured ones "
                                 "after clipping (a clipping coefficient or a scale this config does not apply)",
                                 s, coeff * scale))
     return found

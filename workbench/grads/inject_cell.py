@@ -29,7 +29,7 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 
 from ..errors import InputError
 from ..reference.ms_train import _norms_and_clip
-from .captured import BEFORE, GRADS, CapturedStep, open_captured_step
+from .captured import BEFORE, CapturedStep, open_captured_step
 from .inject import gradients_in_order
 
 BEFORE_CLIP, AFTER_CLIP = "before_clip", "after_clip"
@@ -50,20 +50,10 @@ def check_step(step, where: str = "step") -> int:
     return step
 
 
-def _loss_scale(captured: CapturedStep) -> float:
-    scale = captured.meta.get("loss_scale")
-    if scale is None:
-        return 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not np.isfinite(scale) or scale <= 0:
-        raise InputError(f"{captured.folders[GRADS]} meta.loss_scale", f"expected a positive number, got {scale!r}",
-                         "capture again with loss_scale=optimizer.get_loss_scale().item()")
-    return float(scale)
-
-
 def injected_gradients(captured: CapturedStep, parameters) -> tuple[Tensor, ...]:
     """The captured gradients, unscaled, as Tensors of each parameter's dtype, in ``parameters`` order."""
     parameters = list(parameters)
-    scale = _loss_scale(captured)
+    scale = captured.loss_scale
     arrays = gradients_in_order(captured, parameters)
     return tuple(Tensor(array / np.float32(scale) if scale != 1.0 else array, param.dtype)
                  for array, param in zip(arrays, parameters, strict=True))

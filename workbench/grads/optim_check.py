@@ -38,6 +38,8 @@ class CheckOptions:
     use_mindformers: bool | None = None
     progress: bool = False
     keep_updated: dict | None = None   # filled with name -> our weights after the update (the caller's memory)
+    observed: Path | None = None       # the MindSpore run's weights after this update from the captured gradients
+                                       # (.observed): explained instead of the reference's update
 
 
 def category(captured: CapturedStep, name: str, ndim: int) -> str:
@@ -70,10 +72,15 @@ def _children(root: Path) -> list[Path]:
     return list(root.iterdir())
 
 
-def _slices(captured: CapturedStep, name: str, loss_scale: float, cat: str):
-    """The parameter's captured tensors as flat float64 slices (:class:`ParamData`), one slice at a time."""
-    kinds = (BEFORE, GRADS, AFTER, "exp_avg", "exp_avg_sq", PREVIOUS + "exp_avg", PREVIOUS + "exp_avg_sq")
+def _slices(captured: CapturedStep, name: str, loss_scale: float, cat: str, observed=None):
+    """The parameter's captured tensors as flat float64 slices (:class:`ParamData`), one slice at a time.
+    With ``observed`` (:class:`.observed.ObservedUpdate`) its weights stand for the update's result, without moments
+    (a weights file has none; the moments the update starts from are still the capture's)."""
+    kinds = (BEFORE, GRADS, PREVIOUS + "exp_avg", PREVIOUS + "exp_avg_sq")
+    kinds += () if observed is not None else (AFTER, "exp_avg", "exp_avg_sq")
     flat = {kind: captured.read(kind, name).reshape(-1) for kind in kinds if captured.has(kind)}
+    if observed is not None:
+        flat[AFTER] = observed.read(name).reshape(-1)
     ndim, size = len(captured.shape(name)), flat[GRADS].size
     for start in range(0, max(size, 1), SLICE):
         part = {kind: flat[kind][start:start + SLICE].astype(np.float64) for kind in flat}
@@ -81,8 +88,8 @@ def _slices(captured: CapturedStep, name: str, loss_scale: float, cat: str):
                         part.get("exp_avg_sq"), part.get(PREVIOUS + "exp_avg"), part.get(PREVIOUS + "exp_avg_sq"))
 
 
-def _require(captured: CapturedStep, update: int) -> None:
-    for kind in (BEFORE, AFTER):
+def _require(captured: CapturedStep, update: int, observed: bool = False) -> None:
+    for kind in (BEFORE,) if observed else (BEFORE, AFTER):
         if not captured.has(kind):
             raise InputError(str(captured.root / f"step_{update}" / kind), f"update {update} has no {kind}",
                              "capture with capture_gradients(..., params=True) and capture_after_step")
@@ -91,15 +98,6 @@ def _require(captured: CapturedStep, update: int) -> None:
             raise InputError(str(captured.root / f"step_{update - 1}" / kind), f"update {update} starts from Adam "
                              f"state that was not captured (update {update - 1}'s {kind})",
                              "check update 1, or capture the state of the update before")
-
-
-def _loss_scale(captured: CapturedStep) -> float:
-    """The capture's loss scale (its gradients are divided by it), 1.0 when not recorded."""
-    value = float(captured.meta.get("loss_scale", 1.0))
-    if not (np.isfinite(value) and value > 0):
-        raise InputError(f"{captured.folders[GRADS] / 'manifest.json'}: loss_scale", f"expected a positive number, "
-                         f"found {value}", "capture again with the loss scale the step used (1.0 without scaling)")
-    return value
 
 
 def _global_norm(captured: CapturedStep, loss_scale: float) -> float:
@@ -160,63 +158,95 @@ class RowSums:
 
 def run_check(capture: Path | str, mindformers_yaml: Path | str, options: CheckOptions | None = None):
     """The data of the check: (rows, settings, reference settings, facts, diagnosis, partial fits)."""
+    from contextlib import ExitStack
+
+    from .observed import SUBJECT, ObservedUpdate
+
     options = options or CheckOptions()
     capture = Path(capture)
     update = pick_step(capture, options.step)
     settings = mindformers_settings(mindformers_yaml, update)
     reference = megatron_settings(options.megatron, update) if options.megatron else None
     impl = implementation(settings.rule, options.use_mindformers)
-    with open_captured_step(capture, update, arch=options.arch, config=Path(mindformers_yaml)) as captured:
-        _require(captured, update)
-        loss_scale = _loss_scale(captured)
+    with ExitStack() as stack:
+        captured = stack.enter_context(open_captured_step(capture, update, arch=options.arch,
+                                                          config=Path(mindformers_yaml)))
+        _require(captured, update, observed=options.observed is not None)
+        observed = None
+        if options.observed is not None:
+            observed = stack.enter_context(ObservedUpdate(options.observed, captured.names,
+                                                          {name: captured.shape(name) for name in captured.names}))
+        loss_scale = captured.loss_scale
         norm = _global_norm(captured, loss_scale)
         coeff = _clip_coefficient(settings.clip, norm)
-        rows, estimates, pool = [], Estimates(), UpdatePool(impl, settings, pad_to=SLICE)
-        for name in _progress(captured.names, options.progress, "optimizer"):
-            shape = captured.shape(name)
-            cat, wd = category(captured, name, len(shape)), settings.weight_decay_of(name, len(shape))
-            sums = RowSums(name, cat, shape, wd)
-            kept = []
-            for data in _slices(captured, name, loss_scale, cat):
-                ours = pool.apply(wd, data.p0, data.grad * coeff, update, data.m_prev, data.v_prev)
+        sweep = _Sweep(captured, update, loss_scale, settings, coeff, observed)
+        rows, estimates = sweep.apply_configured(impl, options)
+        facts = {"update": update, "arch": captured.arch, "capture_format": captured.source_format,
+                 "optimizer_class": impl.name, "settings": settings.describe(), "sources": settings.sources,
+                 "grad_norm": norm, "clip_coefficient": coeff, "loss_scale": loss_scale,
+                 "captured_meta": {k: captured.meta[k] for k in ("lr", "grad_norm", "clip_coeff", "loss_scale")
+                                   if k in captured.meta}, "rtol": options.rtol, "fit_tol": options.fit_tol,
+                 "subject": SUBJECT if observed is not None else "the reference",
+                 "observed": str(options.observed) if observed is not None else None}
+        if reference is not None:
+            facts["reference_settings"] = reference.describe()
+        diagnosis, partial = [], []
+        if any(row["status"] != "ok" for row in rows):
+            context = {"grad_norm": norm, "loss_scale": loss_scale, "subject": facts["subject"],
+                       "reference_clip": reference.clip if reference else None,
+                       "eps": (reference.eps,) if reference else ()}
+            diagnosis, partial = sweep.diagnose(estimates, context, options)
+    return rows, settings, reference, facts, diagnosis, partial
+
+
+@dataclass
+class _Sweep:
+    """The passes over the parameters of one captured update (module doc): the configured optimizer, the hypotheses.
+    ``observed``: the update being explained is that file's, not the capture's ``params_after``."""
+
+    captured: CapturedStep
+    update: int
+    loss_scale: float
+    settings: object
+    coeff: float
+    observed: object = None
+
+    def slices(self, name: str, cat: str):
+        return _slices(self.captured, name, self.loss_scale, cat, self.observed)
+
+    def apply_configured(self, impl, options: CheckOptions) -> tuple[list[dict], Estimates]:
+        rows, estimates = [], Estimates()
+        pool = UpdatePool(impl, self.settings, pad_to=SLICE)
+        for name in _progress(self.captured.names, options.progress, "optimizer"):
+            shape = self.captured.shape(name)
+            cat, wd = category(self.captured, name, len(shape)), self.settings.weight_decay_of(name, len(shape))
+            sums, kept = RowSums(name, cat, shape, wd), []
+            for data in self.slices(name, cat):
+                ours = pool.apply(wd, data.p0, data.grad * self.coeff, self.update, data.m_prev, data.v_prev)
                 sums.add(data, ours)
-                estimates.add(data, settings, coeff, update)
+                estimates.add(data, self.settings, self.coeff, self.update)
                 if options.keep_updated is not None:
                     kept.append(ours[0])
             if options.keep_updated is not None:
                 options.keep_updated[name] = np.concatenate(kept).reshape(shape)
             rows.append(sums.row(options.rtol))
-        facts = {"update": update, "arch": captured.arch, "capture_format": captured.source_format,
-                 "optimizer_class": impl.name, "settings": settings.describe(), "sources": settings.sources,
-                 "grad_norm": norm, "clip_coefficient": coeff, "loss_scale": loss_scale,
-                 "captured_meta": {k: captured.meta[k] for k in ("lr", "grad_norm", "clip_coeff", "loss_scale")
-                                   if k in captured.meta}, "rtol": options.rtol, "fit_tol": options.fit_tol}
-        if reference is not None:
-            facts["reference_settings"] = reference.describe()
-        diagnosis, partial = [], []
-        if any(row["status"] != "ok" for row in rows):
-            context = {"grad_norm": norm, "loss_scale": loss_scale,
-                       "reference_clip": reference.clip if reference else None,
-                       "eps": (reference.eps,) if reference else ()}
-            diagnosis, partial = _diagnose(captured, update, loss_scale, settings, coeff, estimates, context, options)
-    return rows, settings, reference, facts, diagnosis, partial
+        return rows, estimates
 
-
-def _diagnose(captured, update, loss_scale, settings, coeff, estimates, context, options):
-    hypotheses = candidates(estimates, settings, coeff, context)
-    baseline = Hypothesis("configured", 0, "as configured", settings, coeff)
-    everything = [baseline, *hypotheses]
-    for name in _progress(captured.names, options.progress, "diagnosis"):
-        sums = [Residual() for _ in everything]
-        for data in _slices(captured, name, loss_scale, estimates.category[name]):
+    def diagnose(self, estimates: Estimates, context: dict, options: CheckOptions):
+        hypotheses = candidates(estimates, self.settings, self.coeff, context)
+        baseline = Hypothesis("configured", 0, "as configured", self.settings, self.coeff)
+        everything = [baseline, *hypotheses]
+        for name in _progress(self.captured.names, options.progress, "diagnosis"):
+            sums = [Residual() for _ in everything]
+            for data in self.slices(name, estimates.category[name]):
+                for hypothesis, residual in zip(everything, sums, strict=True):
+                    decays = hypothesis.decays.get(name) if hypothesis.decays else None
+                    residual.add(data, predict(data, hypothesis.settings, hypothesis.coeff, self.update, decays))
             for hypothesis, residual in zip(everything, sums, strict=True):
-                decays = hypothesis.decays.get(name) if hypothesis.decays else None
-                residual.add(data, predict(data, hypothesis.settings, hypothesis.coeff, update, decays))
-        for hypothesis, residual in zip(everything, sums, strict=True):
-            hypothesis.score = max(hypothesis.score, residual.score())
-    fitting = [h for h in hypotheses if h.score <= options.fit_tol]
-    partial = sorted((h for h in hypotheses if h.score < baseline.score), key=lambda h: h.score)[:3]
-    return choose(fitting), ([] if fitting else [baseline, *partial])
+                hypothesis.score = max(hypothesis.score, residual.score())
+        fitting = [h for h in hypotheses if h.score <= options.fit_tol]
+        partial = sorted((h for h in hypotheses if h.score < baseline.score), key=lambda h: h.score)[:3]
+        return choose(fitting), ([] if fitting else [baseline, *partial])
 
 
 def _progress(names: list[str], enabled: bool, label: str):

@@ -25,14 +25,15 @@ def optim_check(capture: Path | str, mindformers_yaml: Path | str, options: Chec
     table = pd.DataFrame(rows, columns=COLUMNS)
     failed = bool((table["status"] != "ok").any())
     names = {"capture": str(capture), "config": str(mindformers_yaml)}
+    if options.observed:
+        names["observed update"] = str(options.observed)
     if options.megatron:
         names["reference config"] = str(options.megatron)
     causes = pd.DataFrame([_cause_row(h, settings, reference, facts, "diagnosis") for h in diagnosis]
                           + [_cause_row(h, settings, reference, facts, "closest, does not fit") for h in partial],
                           columns=("cause", "status", "claim", "residual", "evidence"))
     summary = _summary(table, failed, diagnosis, partial, facts, options.rtol)
-    return Result(kind="optim_check", title=f"optimizer check: {Path(mindformers_yaml).name} applied to the reference's "
-                  f"update {facts['update']} ({Path(capture).name})", verdict="FAIL" if failed else "PASS",
+    return Result(kind="optim_check", title=_title(capture, mindformers_yaml, facts), verdict="FAIL" if failed else "PASS",
                   exit_code=int(failed), summary=summary,
                   tables={"parameters": table, "diagnosis": causes, "settings": _settings_table(settings, reference, facts)},
                   figures=[_figure(table, capture, mindformers_yaml, options.rtol)], sources=names, facts=facts,
@@ -40,6 +41,12 @@ def optim_check(capture: Path | str, mindformers_yaml: Path | str, options: Chec
                   terminal_columns={"parameters": ("name", "category", "max_rel_diff",
                                                    "exp_avg_rel_diff", "exp_avg_sq_rel_diff", "status"),
                                     "diagnosis": ("cause", "claim", "evidence"), "settings": ()})
+
+
+def _title(capture, mindformers_yaml, facts: dict) -> str:
+    whose = (f"the MindSpore run's update {facts['update']} ({Path(facts['observed']).name}) from the reference's "
+             f"gradients" if facts["observed"] else f"the reference's update {facts['update']}")
+    return f"optimizer check: {Path(mindformers_yaml).name} applied to {whose} ({Path(capture).name})"
 
 
 def _summary(table: pd.DataFrame, failed: bool, diagnosis: list[Hypothesis], partial: list[Hypothesis], facts: dict,
@@ -56,12 +63,12 @@ def _summary(table: pd.DataFrame, failed: bool, diagnosis: list[Hypothesis], par
         lines.insert(1, f"{len(non_finite)} parameter(s) with nan/inf after the step (e.g. {non_finite.iloc[0]}); "
                         f"global gradient norm {facts['grad_norm']:.6g}")
     for hypothesis in diagnosis:
-        lines.append(f"cause ({hypothesis.key}): {hypothesis.claim} — this alone reproduces the reference's update "
+        lines.append(f"cause ({hypothesis.key}): {hypothesis.claim} — this alone reproduces {facts['subject']}'s update "
                      f"(residual {hypothesis.score:.2g} ≤ {facts['fit_tol']:g})")
     if failed and not diagnosis:
         closest = ", ".join(f"{h.key} ({h.score:.2g})" for h in partial if h.key != "configured") or "none"
         worst_names = table.sort_values("update_rel_diff", ascending=False)["name"].head(3)
-        lines.append(f"no single cause reproduces the reference's update (several at once, or something outside "
+        lines.append(f"no single cause reproduces {facts['subject']}'s update (several at once, or something outside "
                      f"the optimizer); closest: {closest}; worst parameters: {', '.join(worst_names)}")
     lines.append(f"applied {facts['optimizer_class']} with lr {facts['settings']['lr']:.6g}, clip coefficient "
                  f"{facts['clip_coefficient']:.6g} (global gradient norm {facts['grad_norm']:.6g})")

@@ -186,9 +186,11 @@ class MindFormersStyleTrainer:
                           grads=kept, elapsed_s=time.perf_counter() - start, step=self.updates)
 
     def train(self, steps: int, batches, log_path: str | Path | None = None,
-              grads_dir: str | Path | None = None) -> list[StepResult]:
+              grads_dir: str | Path | None = None, injected: dict | None = None) -> list[StepResult]:
         """Run ``steps`` updates over ``batches`` (input_ids arrays, (input_ids, labels) pairs or Megatron
-        dicts with tokens/labels/loss_mask), writing MindFormers log lines and ``step_{N}/<name>.npy`` grads."""
+        dicts with tokens/labels/loss_mask), writing MindFormers log lines and ``step_{N}/<name>.npy`` grads.
+        ``injected``: update number (from 1) -> gradients (name -> array) that replace the computed ones; such an
+        update runs no forward pass (its gradients are given; its loss is logged as nan)."""
         batches = list(batches)
         if len(batches) < steps:
             raise ValueError(f"train: {steps} steps need {steps} batches, got {len(batches)}")
@@ -200,8 +202,9 @@ class MindFormersStyleTrainer:
         results = []
         try:
             for index in range(steps):
+                given = (injected or {}).get(index + 1)
                 input_ids, labels = as_model_inputs(batches[index])
-                result = self.step(input_ids, labels)
+                result = self.step(*((input_ids, labels) if given is None else (None, None)), grads=given)
                 results.append(result)
                 if grads_dir is not None:
                     save_grads(grads_dir, result.step, result.grads, {"lr": result.lr, "loss_scale": 1.0,

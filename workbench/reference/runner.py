@@ -39,6 +39,9 @@ class RunSpec:
     qkv_concat: bool = False
     jit: bool = True
     fault: str | None = None             # mindformers: a fault of datasets/demo_faults.yaml planted in code
+    inject: Path | None = None           # mindformers: a gradient capture whose update-1 gradients replace the
+                                         # run's own in update 1 (the method's step-2 optimizer check)
+    inject_config: Path | None = None    # the yaml/script giving the model sizes the capture's names need
 
 
 @dataclass
@@ -93,6 +96,9 @@ def _check(spec: RunSpec) -> None:
     if spec.train.steps == 0 and not spec.save:
         raise InputError("--steps", "--steps 0 trains nothing and, without --save, writes nothing",
                          "add --save to write the initial weights")
+    if spec.inject is not None and spec.side != "mindformers":
+        raise InputError("--inject-grads", "only the MindSpore side takes injected gradients",
+                         "inject into --side mindformers")
     if spec.init is not None and spec.side == "mindformers":
         from ..tensors.mindspore_ckpt import MindSporeCkptSource
 
@@ -132,7 +138,8 @@ def _train(spec: RunSpec, batches: list[dict[str, np.ndarray]]) -> RunResult:
     grads_dir = spec.out / "grads" if spec.grads and steps else None
     log = spec.out / "train.log" if steps else None
     make_trainer, net = (_megatron_trainer if spec.side == "megatron" else _mindformers_trainer)(spec)
-    results = make_trainer().train(steps, batches, log_path=log, grads_dir=grads_dir) if steps else []
+    extra = {"injected": {1: _injected_gradients(spec)}} if spec.inject is not None and steps else {}
+    results = make_trainer().train(steps, batches, log_path=log, grads_dir=grads_dir, **extra) if steps else []
     norms = [getattr(result, "grad_norm", None) or getattr(result, "global_norm", 0.0) for result in results]
     checkpoints = _save(spec, net)
     return RunResult(log, [r.loss for r in results], [r.lr for r in results], norms, checkpoints, grads_dir)
@@ -183,6 +190,15 @@ def _mindformers_trainer(spec: RunSpec):
         with _fitting(spec.init):
             ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
     return lambda: ms_train.MindFormersStyleTrainer(net, train, jit=spec.jit, faults=optimizer_faults), net
+
+
+def _injected_gradients(spec: RunSpec) -> dict[str, np.ndarray]:
+    """Update 1's gradients of the capture ``spec.inject`` under MindFormers names, unscaled by its loss scale."""
+    from ..grads.captured import GRADS, open_captured_step
+
+    with open_captured_step(spec.inject, 1, config=spec.inject_config, kinds=()) as captured:
+        scale = np.float32(captured.loss_scale)
+        return {name: captured.read(GRADS, name) / scale for name in captured.names}
 
 
 def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
