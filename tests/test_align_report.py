@@ -169,3 +169,23 @@ def test_hostile_stage_catalogs_name_file_and_line(tmp_path, change, expected):
     with pytest.raises(InputError) as caught:
         load_stages(path)
     assert expected in str(caught.value) and "align_stages.yaml:" in str(caught.value)
+
+
+def test_the_evidence_stages_name_the_component_first_latest_stage_first():
+    """A failed stage's component leads with what the later stages localize (the dumps' first diverging operator
+    before the local-norm outlier); its own culprit follows under its stage's name."""
+    from workbench.align.checks import StageCheck
+    from workbench.align.report import StageOutcome, _name_first
+
+    stages = load_stages()
+    failed = StageOutcome(stages.stage("step1_loss"), "FAIL", StageCheck([], True, "loss of step 1"))
+    norms = StageOutcome(stages.stage("step1_localnorm"), "FAIL", StageCheck([], True, "layers.0.attn.[q,k,v]"))
+    dumps = StageOutcome(stages.stage("dumps"), "FAIL", StageCheck([], True, "embedding.word_embeddings: gather"))
+    _name_first(failed, norms)
+    assert failed.culprit == "step1_localnorm: layers.0.attn.[q,k,v]; step1_loss: loss of step 1"
+    _name_first(failed, dumps)
+    assert failed.culprit == ("dumps: embedding.word_embeddings: gather; step1_localnorm: layers.0.attn.[q,k,v]; "
+                              "step1_loss: loss of step 1")
+    bare = StageOutcome(stages.stage("step1_localnorm"), "FAIL", StageCheck([], True, None))
+    _name_first(bare, dumps)
+    assert bare.culprit == "dumps: embedding.word_embeddings: gather"

@@ -29,6 +29,8 @@ class StageOutcome:
     reason: str = ""                              # why NOT RUN / ERROR; or the evidence role
     evidence_for: str | None = None               # ran to explain this failed stage
     missing: list[str] = field(default_factory=list)
+    named_by: list[str] = field(default_factory=list)     # the evidence stages' culprits, latest stage first
+    own_culprit: str | None = None                        # the stage's own culprit, before evidence was added
 
     @property
     def culprit(self) -> str | None:
@@ -57,12 +59,22 @@ def run_stages(plan: Plan, catalog: StageCatalog | None = None,
         if explains:                   # each evidence stage adds what it names (local norms, then the dumps)
             outcome.evidence_for = stopped.stage.id
             if stopped.check and outcome.culprit:
-                named = f"{outcome.stage.id}: {outcome.culprit}"
-                stopped.check.culprit = f"{stopped.check.culprit}; {named}" if stopped.check.culprit else named
+                _name_first(stopped, outcome)
         elif outcome.verdict in (FAIL, ERROR):
             stopped = outcome
         outcomes.append(outcome)
     return outcomes
+
+
+def _name_first(failed: StageOutcome, evidence: StageOutcome) -> None:
+    """The failed stage's component, the evidence's culprit first: a later stage of the method localizes further
+    (local norms name a parameter, the dumps the first diverging operator). The failed stage's own culprit keeps
+    its stage's name behind them: "dumps: X; step1_localnorm: Y"."""
+    if failed.own_culprit is None:
+        failed.own_culprit = failed.check.culprit or ""
+    failed.named_by.insert(0, f"{evidence.stage.id}: {evidence.culprit}")
+    own = [f"{failed.stage.id}: {failed.own_culprit}"] if failed.own_culprit else []
+    failed.check.culprit = "; ".join(failed.named_by + own)
 
 
 def _run(stage: Stage, plan: Plan) -> StageOutcome:

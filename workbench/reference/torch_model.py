@@ -257,10 +257,23 @@ class TransformerBlock(nn.Module):
         self.final_layernorm = RMSNorm(cfg.hidden_size, cfg.norm_epsilon, dtypes)
 
 
+class WordEmbedding(nn.Embedding):
+    """The rows of ``tokens``, gathered from the weight cast to ``embedding_dtype``. A module of its own, as
+    Megatron's ``VocabParallelEmbedding`` is: a per-module dump (msprobe mix level) then has its row, which
+    the dump comparison matches with MindFormers' ``tok_embeddings`` cell."""
+
+    def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
+        super().__init__(cfg.vocab_size, cfg.hidden_size, dtype=dtypes.param)
+        self.rows_dtype = dtypes.embedding
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.embedding(tokens, self.weight.to(self.rows_dtype))
+
+
 class LanguageModelEmbedding(nn.Module):
     def __init__(self, cfg: ModelConfig, dtypes: Dtypes):
         super().__init__()
-        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, dtype=dtypes.param)
+        self.word_embeddings = WordEmbedding(cfg, dtypes)
 
 
 class GPTModel(nn.Module):
@@ -276,7 +289,7 @@ class GPTModel(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         cfg = self.config
         cos, sin = rotary_tables(tokens.shape[1], cfg.head_dim, cfg.rotary_base, self.dtypes.rotary)
-        rows = F.embedding(tokens, self.embedding.word_embeddings.weight.to(self.dtypes.embedding))
+        rows = self.embedding.word_embeddings(tokens)
         h = rows.to(self.dtypes.residual)
         for layer in self.decoder.layers:
             h = layer(h, cos, sin)
