@@ -35,7 +35,8 @@ absolute ``workbench`` imports: MindFormers copies this file into its modules ca
 """
 from __future__ import annotations
 
-import importlib.util
+
+from workbench.installed import mindformers_installed
 
 WRAPPER_NAME = "MFTrainOneStepInjectCell"
 
@@ -100,7 +101,7 @@ def _build_class():
 
 def register():
     """Register the wrapper as a MindFormers WRAPPER; None when mindformers is absent, else the class."""
-    if importlib.util.find_spec("mindformers") is None:
+    if not mindformers_installed():
         return None
     try:
         from mindformers.tools.register import MindFormerModuleType, MindFormerRegister

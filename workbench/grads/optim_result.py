@@ -36,7 +36,7 @@ def optim_check(capture: Path | str, mindformers_yaml: Path | str, options: Chec
     return Result(kind="optim_check", title=_title(capture, mindformers_yaml, facts), verdict="FAIL" if failed else "PASS",
                   exit_code=int(failed), summary=summary,
                   tables={"parameters": table, "diagnosis": causes, "settings": _settings_table(settings, reference, facts)},
-                  figures=[_figure(table, capture, mindformers_yaml, options.rtol)], sources=names, facts=facts,
+                  figures=[_figure(table, capture, mindformers_yaml, options.rtol, facts)], sources=names, facts=facts,
                   notes=_notes(facts),
                   terminal_columns={"parameters": ("name", "category", "max_rel_diff",
                                                    "exp_avg_rel_diff", "exp_avg_sq_rel_diff", "status"),
@@ -121,14 +121,18 @@ def _notes(facts: dict) -> list[str]:
     return notes
 
 
-def _figure(table: pd.DataFrame, capture, yaml_path, rtol: float) -> Figure:
+def _figure(table: pd.DataFrame, capture, yaml_path, rtol: float, facts: dict) -> Figure:
+    against = (f"the MindSpore run's update {Path(facts['observed']).name}" if facts.get("observed")
+               else f"reference capture {Path(capture).name}")
+    theirs = "MindSpore run" if facts.get("observed") else "reference"
+
     def draw():
         from ..report.figures import bar_relative_differences
 
         values = np.nanmax(table[["max_rel_diff", "exp_avg_rel_diff", "exp_avg_sq_rel_diff"]].to_numpy(float), axis=1)
         return bar_relative_differences(list(table["name"]), list(values), threshold=rtol,
                                         outliers=set(table.loc[table["status"] != "ok", "name"]),
-                                        title=f"{Path(yaml_path).name} vs reference capture {Path(capture).name}: "
-                                              "per-parameter difference after the step",
-                                        xlabel="max |ours − reference| / max |reference| (weights, exp_avg, exp_avg_sq)")
+                                        title=f"{Path(yaml_path).name} vs {against}: per-parameter difference "
+                                              "after the step",
+                                        xlabel=f"max |ours − {theirs}| / max |{theirs}| (weights, exp_avg, exp_avg_sq)")
     return Figure("parameters", "per-parameter difference after the step", draw)

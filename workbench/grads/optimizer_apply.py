@@ -56,19 +56,15 @@ def _adam_weight_decay(param, s: OptimizerSettings, weight_decay: float, lr: flo
                               weight_decay=weight_decay)
 
 
-def _mindformers_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mindformers") is not None
-
-
 def implementation(rule: str, use_mindformers: bool | None = None) -> Implementation:
     """The class for ``rule``: MindFormers' own when installed (or asked for), else MindSpore's equivalent."""
     if rule == ADAM_WEIGHT_DECAY:
         return Implementation("mindspore.nn.AdamWeightDecay", _adam_weight_decay, "moments1", "moments2", None)
     if rule != ADAMW:
         raise ValueError(f"unknown optimizer rule {rule!r}")
-    if use_mindformers if use_mindformers is not None else _mindformers_installed():
+    from ..installed import mindformers_installed
+
+    if use_mindformers if use_mindformers is not None else mindformers_installed():
         return Implementation("mindformers.core.optim.AdamW", _mindformers_adamw, "exp_avg", "exp_avg_sq",
                               "global_step", reusable=True)
     return Implementation("mindspore.experimental.optim.AdamW", _mindspore_adamw, "exp_avg", "exp_avg_sq",

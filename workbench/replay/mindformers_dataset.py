@@ -30,7 +30,8 @@ mindformers and mindspore are imported inside functions only; without them the m
 """
 from __future__ import annotations
 
-import importlib.util
+
+from workbench.installed import mindformers_installed
 from typing import Any
 
 DATA_LOADER_KEYS = ("capture_dir", "contract", "dp", "rank", "micro_batch_size", "per_step", "type")
@@ -46,7 +47,7 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 def _mindformers_shards() -> tuple[int | None, int | None]:
     """(shard_id, num_shards) the way MindFormers' datasets shard (None, None: full batch / unknown)."""
-    if importlib.util.find_spec("mindformers") is None:
+    if not mindformers_installed():
         return None, None
     from mindformers.dataset.base_dataset import BaseDataset
 
@@ -116,7 +117,7 @@ def _build(dataset_config: Any, data_loader: Any, input_columns: list | None, ba
 
 def register() -> bool:
     """Register :class:`MegatronReplayDataset` as a MindFormers DATASET; False when mindformers is absent."""
-    if importlib.util.find_spec("mindformers") is None:
+    if not mindformers_installed():
         return False
     try:
         from mindformers.tools.register import MindFormerModuleType, MindFormerRegister

@@ -65,7 +65,7 @@ def series_with_difference(x: np.ndarray, series: Mapping[str, np.ndarray], *, t
         top.plot(x, y, lw=1.2, color=SIDE_COLOURS[index % len(SIDE_COLOURS)], label=label,
                  ls="-" if index == 0 else "--")
     top.set_ylabel(ylabel)
-    top.set_title(wrapped(title))
+    top.set_title(wrapped(title), wrap=True)
     top.legend(fontsize=8, loc="best")
     if logy if logy is not None else _spans_decades(np.concatenate(values)):
         top.set_yscale("log")
@@ -110,15 +110,16 @@ def bar_relative_differences(names: Sequence[str], values: Sequence[float], *, t
         axis.legend(fontsize=8, loc="lower right")
     axis.set_xlabel(xlabel)
     suffix = f" (largest {len(shown_names)} of {len(values)})" if len(values) > len(shown_names) else ""
-    axis.set_title(wrapped(title + suffix))
+    axis.set_title(wrapped(title + suffix), wrap=True)
     return fig
 
 
 def wrapped(title: str, width: int = 80) -> str:
-    """A long title on several lines (a figure clips one long line at its edge)."""
+    """A long title on several lines (a figure clips one long line at its edge); the titles are also set with
+    ``wrap=True``, which wraps again where the axes sit off-centre (long tick labels on the left)."""
     import textwrap
 
-    return "\n".join(textwrap.wrap(title, width)) or title
+    return "\n".join(textwrap.wrap(title, width, break_on_hyphens=False)) or title
 
 
 def heatmap(matrix: np.ndarray, row_labels: Sequence[str], column_labels: Sequence[str], *, title: str,
@@ -137,7 +138,7 @@ def heatmap(matrix: np.ndarray, row_labels: Sequence[str], column_labels: Sequen
     axis.set_yticks(range(len(row_labels)), row_labels, fontsize=8)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
-    axis.set_title(wrapped(title))
+    axis.set_title(wrapped(title), wrap=True)
     fig.colorbar(image, ax=axis, label=colorbar_label)
     return fig
 
