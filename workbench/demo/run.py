@@ -87,9 +87,11 @@ def run_demo(options: DemoOptions) -> DemoRun:
     stage("convert", runs.convert)
     stage("batches", runs.batches)
     stage("runs", lambda: runs.run_all(RUNS))
-    notes = stage("dumps", runs.dumps) if options.dumps else ["dumps skipped (--no-dumps)"]
+    notes = list(stage("dumps", runs.dumps) if options.dumps else ["dumps skipped (--no-dumps)"]) or []
+    if not plan.present("mindformers_injected"):
+        notes.append("no injected step-2 update (see work/mindformers_runs.log): the step-2 stage decides without it")
     result = stage("report", lambda: _report(plan, out / REPORT))
-    return DemoRun(out, plan.path, out / REPORT, result, timings, notes or [])
+    return DemoRun(out, plan.path, out / REPORT, result, timings, notes)
 
 
 def _prepare(out: Path, long_steps: int):
