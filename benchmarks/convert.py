@@ -144,16 +144,21 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--source", type=Path, help="an HF folder written by an earlier run (never removed)")
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--largest-of", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:   # child process: the measuring parent must stay small (fork copies its RSS)
         print(write_synthetic_llama(args.generate_only, args.layers, hidden=2048, ffn=5504, vocab=32000, heads=16))
         return
+    if args.largest_of:      # child process too, for the same reason
+        print(_largest_tensor(args.largest_of))
+        return
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wb-convert-bench-"))
     source = args.source.resolve() if args.source else work / "hf_llama"
     try:
-        largest = (_largest_tensor(source) if args.source else
-                   int(subprocess.run([sys.executable, __file__, "--layers", str(args.layers), "--generate-only",
-                                       str(source)], check=True, capture_output=True, text=True, cwd=ROOT).stdout))
+        child = ["--largest-of", str(source)] if args.source else ["--layers", str(args.layers), "--generate-only",
+                                                                   str(source)]
+        largest = int(subprocess.run([sys.executable, __file__, *child], check=True, capture_output=True, text=True,
+                                     cwd=ROOT).stdout)
         size = sum(f.stat().st_size for f in source.rglob("*") if f.is_file())
         drop_cache_hint(source)
         python = sys.executable

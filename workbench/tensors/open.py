@@ -141,12 +141,13 @@ def sink_format(path: Path, fmt: str | None) -> str:
 def open_sink(path: Path | str, metas: list[TensorMeta], fmt: str | None = None, shard_bytes: int | None = None,
               metadata: dict | None = None, aligned_to: dict[str, int] | None = None) -> TensorSink:
     """The streaming writer for ``path``; tensors must then arrive in ``metas`` order.
-    ``aligned_to``: source offsets of tensors that will arrive as byte ranges (safetensors pads for them)."""
+    ``aligned_to``: source offsets of tensors that will arrive as byte ranges (the writers pad for them and
+    reserve the file's blocks when they are large)."""
     path = Path(path)
     chosen = sink_format(path, fmt)
     if chosen == "ckpt":
         from .mindspore_ckpt import MindSporeCkptWriter
-        return MindSporeCkptWriter(path, metas)
+        return MindSporeCkptWriter(path, metas, copied=aligned_to or ())
     from .safetensors_io import SafetensorsSink
     metadata = {"format": "pt"} if metadata is None else metadata      # what transformers expects; MindSpore ignores
     if chosen == "safetensors":
