@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 
@@ -257,5 +259,7 @@ def verify(plan, source, output_path: Path, context: dict, destination: Path | N
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    import numpy as np
+
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     return a.shape == b.shape and a.dtype.itemsize == b.dtype.itemsize and np.array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -19,8 +19,10 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 
@@ -52,6 +54,8 @@ class FileSpan:
 
 def byte_view(payload: np.ndarray | FileSpan) -> np.ndarray | FileSpan:
     """A writer's payload as flat bytes: a span stays a span, an array becomes a C-order uint8 view."""
+    import numpy as np
+
     if isinstance(payload, FileSpan):
         return payload
     return np.ascontiguousarray(payload).reshape(-1).view(np.uint8)

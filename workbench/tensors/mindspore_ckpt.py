@@ -23,9 +23,10 @@ and the tensor's bytes then start at their source offset's page residue, which c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..fileio import PREALLOCATE_FROM
@@ -317,6 +318,8 @@ class MindSporeCkptSource(SourceBase):
         return dict(self._metas)
 
     def read(self, name: str) -> np.ndarray:
+        import numpy as np
+
         if name not in self._metas:
             raise missing_tensor(self.path, name, self._metas)
         meta, parts = self._metas[name], self._parts[name]

@@ -14,18 +14,20 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
-from .base import STORAGE, SourceBase, TensorMeta
+from .base import STORAGE_TYPE_NAMES, SourceBase, TensorMeta
 from .bytecopy import FileSpan
 from .common import mapped_array, missing_tensor, unsupported_dtype
 from .megatron_ranks import RankFile, RankMergedSource
 from .megatron_rules import ParallelRule, megatron_parallel_rules
 
 # numpy dtype of a stored .npy -> the STORAGE name it travels as (bf16 is stored as fp32 by the writer)
-NUMPY_NAMES = {str(np.dtype(storage)): name for name, storage in STORAGE.items() if name != "bf16"}
+NUMPY_NAMES = {type_name.rstrip("_"): name for name, type_name in STORAGE_TYPE_NAMES.items() if name != "bf16"}
 FRAMEWORKS = ("megatron", "mindformers")
 _REWRITE = "the file changed after it was written: write this step again"
 

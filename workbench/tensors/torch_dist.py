@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .. import safe_pickle
 from ..errors import InputError
@@ -145,6 +146,8 @@ class _OneTensorPlanner:
         return view
 
     def commit_tensor(self, item: Any, tensor: Any) -> None:
+        import numpy as np
+
         self.copied += int(np.prod(tuple(item.lengths), dtype=np.int64))
 
     def load_bytes(self, item: Any, value: Any) -> None:  # pragma: no cover - only tensors are requested
