@@ -54,10 +54,10 @@ class FileSpan:
 
 def byte_view(payload: np.ndarray | FileSpan) -> np.ndarray | FileSpan:
     """A writer's payload as flat bytes: a span stays a span, an array becomes a C-order uint8 view."""
-    import numpy as np
-
     if isinstance(payload, FileSpan):
         return payload
+    import numpy as np
+
     return np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
 
 
