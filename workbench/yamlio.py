@@ -118,8 +118,9 @@ class LineMap(Mapping[str, int]):
         while index < len(parts):
             table = self._children(node)
             if isinstance(table, dict):       # a key may itself hold dots: shortest match first
-                name = next((".".join(parts[index:end]) for end in range(index + 1, len(parts) + 1)
-                             if ".".join(parts[index:end]) in table), None)
+                name = parts[index] if parts[index] in table else next(
+                    (".".join(parts[index:end]) for end in range(index + 2, len(parts) + 1)
+                     if ".".join(parts[index:end]) in table), None)
                 if name is None:
                     raise KeyError(dotted)
                 line, node = table[name]
