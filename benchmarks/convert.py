@@ -153,6 +153,7 @@ def main() -> None:
         print(_largest_tensor(args.largest_of))
         return
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wb-convert-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     source = args.source.resolve() if args.source else work / "hf_llama"
     try:
         child = ["--largest-of", str(source)] if args.source else ["--layers", str(args.layers), "--generate-only",
