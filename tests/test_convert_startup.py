@@ -61,3 +61,35 @@ def test_storage_types_and_sizes_are_numpys():
     assert {name: np.dtype(STORAGE[name]).itemsize for name in STORAGE} == ITEM_SIZE
     assert STORAGE["bf16"] is np.uint16 and STORAGE["bool"] is np.bool_ and STORAGE.get("fp8") is None
     assert NUMPY_NAMES == {str(np.dtype(STORAGE[name])): name for name in STORAGE if name != "bf16"}
+
+
+def subcommand_help(parser, name: str) -> str:
+    action = next(a for a in parser._actions if a.dest == "command")      # argparse keeps subparsers here
+    return action.choices[name].format_help()
+
+
+@pytest.mark.parametrize("name", ["convert", "optim-check", "weights"])
+def test_a_named_subcommand_builds_only_its_own_parser_with_the_same_help(name):
+    from workbench.cli.main import _named_command, build_parser
+
+    assert _named_command([name, "x"]) == _named_command(["--debug", name]) == name.replace("-", "_")
+    alone = build_parser(_named_command([name]))
+    assert list(next(a for a in alone._actions if a.dest == "command").choices) == [name]
+    assert subcommand_help(alone, name) == subcommand_help(build_parser(), name)
+
+
+@pytest.mark.parametrize("argv", [["optim_check"], ["conv"], ["--debug", "nothing"]])
+def test_an_unknown_command_is_refused_by_the_whole_parser(argv, capsys):
+    from workbench.cli.main import _named_command, main
+
+    assert _named_command(argv) is None
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "invalid choice" in err and "'checklist'" in err and "'optim-check'" in err
+
+
+def test_version_and_help_need_no_command():
+    from workbench.cli.main import _named_command
+
+    assert _named_command(["--version"]) is _named_command(["-h"]) is _named_command([]) is None

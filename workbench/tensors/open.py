@@ -85,7 +85,7 @@ def _open_torch_file(path: Path) -> TensorSource:
 
 
 def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
-    from .megatron_legacy import TRACKER_FILE
+    from .megatron_files import TRACKER_FILE
     from .torch_dist import is_torch_dist
 
     from .step_store import is_step_store_folder

@@ -11,7 +11,6 @@ file's sha256 against the manifest's (once per tensor), then the data is memory-
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -123,6 +122,8 @@ class StepStoreSource(SourceBase):
 
 
 def _file_sha256(path: Path, chunk: int = 16 * 2**20) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
