@@ -11,6 +11,7 @@ and only then renamed into place (``staging.py``); a failure leaves nothing that
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,6 +130,29 @@ def _carried_params(path: Path, framework: str | None) -> dict:
 
 def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
+    with _collector_paused():
+        return _prepare(source_path, options)
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused (and restored) while the specs are imported and parsed.
+
+    Parsing the converter specs and keys.yaml allocates tens of thousands of containers, which starts a
+    collection every 700 of them: ~10 % of this start-up, for nothing (what they leave is freed by
+    reference counting, and it is a few MB at most)."""
+    import gc
+
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _prepare(source_path: Path | str, options: ConvertOptions):
     from .. import spec
     from ..tensors.common import explain_skipped_dtype
 
