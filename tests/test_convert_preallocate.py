@@ -138,3 +138,23 @@ def test_copied_bytes_below_the_threshold_reserve_nothing(tmp_path, monkeypatch)
     with mindspore_ckpt.MindSporeCkptWriter(tmp_path / "a.ckpt", [meta], copied=["w"]) as writer:
         writer.write("w", FileSpan(raw, 0, 4096))
     assert calls == [] and PREALLOCATE_FROM >= MIB
+
+
+def test_every_reserved_shard_is_its_exact_size_and_loads(tmp_path, reservations):
+    from safetensors.numpy import load_file
+
+    source = SafetensorsSource(hf_llama(tmp_path / "hf", shard_bytes=None))
+    metas = list(source.metas().values())
+    spans = {meta.name: source.span(meta.name) for meta in metas}
+    out = tmp_path / "out"
+    with SafetensorsSink(out, metas, shard_bytes=4096, aligned_to={n: s.offset for n, s in spans.items()}) as sink:
+        for meta in metas:                                # each finished shard is closed before the commit
+            sink.write(meta.name, spans[meta.name])
+    shards = sorted(out.glob("*.safetensors"))
+    assert len(shards) > 2 and len(reservations) == len(shards) and all(ok for _, ok in reservations)
+    loaded = {}
+    for shard, (reserved, _) in zip(shards, reservations, strict=True):
+        assert shard.stat().st_size == reserved and shard.stat().st_blocks * 512 < reserved + MIB
+        loaded.update(load_file(shard))
+    assert loaded.keys() == source.metas().keys()
+    assert all(np.array_equal(loaded[name], source.read(name)) for name in loaded)

@@ -219,8 +219,6 @@ class AtomicFile:
     def commit(self) -> Path:
         """Flush, close and rename into place; returns the target."""
         try:
-            if self.reserved:
-                self._trim()
             self._close(sync=self.fsync)
             if not self.streaming:
                 if self.fsync and self.handle is None:
@@ -238,17 +236,10 @@ class AtomicFile:
         self.done = True
         return self.target
 
-    def _trim(self) -> None:
-        """Free blocks reserved past the end: truncating to the size written (ext4 drops them even
-        when the size does not change, fs/ext4/inode.c ``ext4_setattr``)."""
-        self.handle.flush()
-        descriptor = self.handle.fileno()
-        os.ftruncate(descriptor, os.fstat(descriptor).st_size)
-
     def discard(self) -> None:
         """Close and remove the temporary file (a device or FIFO keeps what it received)."""
         try:
-            self._close(sync=False)
+            self._close(sync=False, trim=False)
         except OSError:
             pass                            # the data is being thrown away: a failed flush does not matter
         if not self.streaming and not self.done:
@@ -263,10 +254,16 @@ class AtomicFile:
         """Close the handle only (the file is committed or discarded later)."""
         self._close(sync=False)
 
-    def _close(self, sync: bool) -> None:
+    def _close(self, sync: bool, trim: bool = True) -> None:
+        """Flush and close the handle; blocks reserved past the end are freed first, so that a file closed
+        before its commit (a finished shard) is already its final size (truncating to the size written:
+        ext4 drops them even when the size does not change, fs/ext4/inode.c ``ext4_setattr``)."""
         if self.handle is not None and not self.handle.closed:
             try:
                 self.handle.flush()
+                if trim and self.reserved:
+                    descriptor = self.handle.fileno()
+                    os.ftruncate(descriptor, os.fstat(descriptor).st_size)
                 if sync and not self.streaming:
                     os.fsync(self.handle.fileno())
             finally:
