@@ -86,14 +86,11 @@ def _open_torch_file(path: Path) -> TensorSource:
 
 def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
     from .megatron_files import TRACKER_FILE
-    from .torch_dist import is_torch_dist
-
-    from .step_store import is_step_store_folder
+    from .folder_kinds import is_megatron_capture, is_step_store_folder, is_torch_dist
 
     if is_step_store_folder(path):
         from .step_store import open_step_store
         return open_step_store(path)
-    from .megatron_wgrads import is_megatron_capture
     if is_megatron_capture(path):
         from .megatron_wgrads import MegatronCaptureSource
         return MegatronCaptureSource(path, config=config)
