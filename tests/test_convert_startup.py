@@ -94,3 +94,21 @@ def test_version_and_help_need_no_command():
     from workbench.cli.main import _named_command
 
     assert _named_command(["--version"]) is _named_command(["-h"]) is _named_command([]) is None
+
+
+def test_only_the_process_entry_point_skips_the_final_collection(tmp_path):
+    import gc
+
+    from workbench.cli.main import main
+
+    source = hf_llama(tmp_path / "hf")
+    before = gc.get_freeze_count()
+    assert main(["convert", str(source), str(tmp_path / "a.ckpt"), "--to", "mindformers"]) == 0
+    assert gc.get_freeze_count() == before                   # a library call (tests, notebooks) keeps its GC
+    probe = ("import gc, sys\nfrom workbench.cli.main import main\ncode = main()\n"
+             "print(code, gc.get_freeze_count() > 0)")
+    done = subprocess.run([sys.executable, "-c", probe, "convert", str(source), str(tmp_path / "b.ckpt"), "--to",
+                           "mindformers"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["0", "True"], done.stderr
+    assert (tmp_path / "a.ckpt").read_bytes() == (tmp_path / "b.ckpt").read_bytes()
