@@ -191,7 +191,7 @@ class AtomicFile:
         self.fsync = fsync
         self.handle: IO | None = None
         self.done = False
-        self.reserved = False
+        self.reserved = 0                   # bytes of blocks reserved from offset 0 (see reserve)
         try:
             self.streaming = output_kind(self.target) == "stream"
             if self.streaming:
@@ -213,8 +213,10 @@ class AtomicFile:
         :func:`reserve_blocks`); nothing for a device, FIFO or descriptor target. True when reserved."""
         if self.streaming or self.handle is None or self.handle.closed:
             return False
-        self.reserved = reserve_blocks(self.handle.fileno(), size) or self.reserved
-        return self.reserved
+        if not reserve_blocks(self.handle.fileno(), size):
+            return False
+        self.reserved = max(self.reserved, size)
+        return True
 
     def commit(self) -> Path:
         """Flush, close and rename into place; returns the target."""
@@ -256,14 +258,12 @@ class AtomicFile:
 
     def _close(self, sync: bool, trim: bool = True) -> None:
         """Flush and close the handle; blocks reserved past the end are freed first, so that a file closed
-        before its commit (a finished shard) is already its final size (truncating to the size written:
-        ext4 drops them even when the size does not change, fs/ext4/inode.c ``ext4_setattr``)."""
+        before its commit (a finished shard) holds no more blocks than its size needs."""
         if self.handle is not None and not self.handle.closed:
             try:
                 self.handle.flush()
                 if trim and self.reserved:
-                    descriptor = self.handle.fileno()
-                    os.ftruncate(descriptor, os.fstat(descriptor).st_size)
+                    _free_past_end(self.handle.fileno(), self.reserved)
                 if sync and not self.streaming:
                     os.fsync(self.handle.fileno())
             finally:
@@ -308,6 +308,16 @@ def reserve_blocks(descriptor: int, size: int) -> bool:
         return function(descriptor, _FALLOC_FL_KEEP_SIZE, 0, size) == 0
     except (ctypes.ArgumentError, OverflowError, TypeError):       # a size past int64
         return False
+
+
+def _free_past_end(descriptor: int, reserved: int) -> None:
+    """Free the blocks reserved past the end of the data: the size stays, growing it by a byte and cutting
+    it back makes every file system drop the blocks past the end (a truncate to the same size is a no-op
+    on some)."""
+    size = os.fstat(descriptor).st_size
+    if size < reserved:
+        os.ftruncate(descriptor, size + 1)
+        os.ftruncate(descriptor, size)
 
 
 def _libc_fallocate():
