@@ -10,15 +10,19 @@ Every HF -> MindFormers Llama tensor is a rename, so convert copies each stored 
 file (copy_file_range) instead of decoding it. Targets: each convert >= 80 % of cp throughput
 measured in the same run; peak RSS <= 2x the largest tensor + 300 MB.
 
-Fair to every contender: each writes to a path that does not exist yet (outputs are removed, then
-``sync``, before each run), as cp -r into a new folder does. Replacing an existing 2 GB file costs
+Fair to every contender: each writes to a path that does not exist yet (each output is removed right
+after its run, then ``sync``), as cp -r into a new folder does. Removing it at once also leaves the
+page cache and the disk as they were for the next contender (2 GB outputs left in the cache make the
+next writer pay for reclaiming pages) and needs free space for one output, not four. Replacing an existing 2 GB file costs
 more than the copy on ext4 (auto_da_alloc writes the new file out when a rename replaces one, and
 ``cp`` over an existing file pays the same at close): that is a property of the file system, not of
 the converter. The child processes write bytecode (under the work folder, PYTHONPYCACHEPREFIX) as an
 installed package has it, even where PYTHONDONTWRITEBYTECODE is set. CPU seconds (user + system)
 are printed beside wall time: on a shared machine they vary far less than wall time does.
 
-    .venv/bin/python benchmarks/convert.py [--workdir DIR] [--layers 8] [--repeat 3] [--keep]
+    .venv/bin/python benchmarks/convert.py [--workdir DIR] [--layers 8] [--repeat 3] [--keep] [--source HF_DIR]
+
+``--source`` reuses a synthetic checkpoint written before (``--keep`` leaves it as WORKDIR/hf_llama).
 """
 from __future__ import annotations
 
@@ -82,6 +86,13 @@ def write_synthetic_llama(folder: Path, layers: int, hidden: int, ffn: int, voca
     return max(meta.nbytes for meta in metas)
 
 
+def _largest_tensor(folder: Path) -> int:
+    from workbench.tensors.open import open_source
+
+    with open_source(folder) as source:
+        return max(meta.nbytes for meta in source.metas().values())
+
+
 def measure(command: list[str], env: dict) -> tuple[float, float, float]:
     """(wall seconds, peak RSS MiB, CPU seconds) of one child process."""
     start = time.perf_counter()
@@ -102,14 +113,15 @@ def remove(path: Path) -> None:
 
 def best_of_rounds(contenders: dict[str, list[str]], rounds: int, outputs: dict[str, Path], env: dict) -> dict:
     """Per contender: every round's (wall, RSS, CPU) over one untimed warm-up round and ``rounds`` interleaved
-    rounds (a shared disk is noisy; each round runs every contender once, onto a removed output, after
-    ``sync`` so no one pays for the previous one's writeback)."""
+    rounds (a shared disk is noisy; each round runs every contender once onto a path that does not exist,
+    after ``sync`` so no one pays for the previous one's writeback; the output is removed at once)."""
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
     for round_ in range(max(1, rounds) + 1):
         for name, command in contenders.items():
             remove(outputs[name])
             os.sync()
             found = measure(command, env)
+            remove(outputs[name])
             if round_:
                 runs[name].append(found)
     return runs
@@ -130,16 +142,24 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each contender's fastest run counts")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--source", type=Path, help="an HF folder written by an earlier run (never removed)")
     parser.add_argument("--generate-only", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--largest-of", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate_only:   # child process: the measuring parent must stay small (fork copies its RSS)
         print(write_synthetic_llama(args.generate_only, args.layers, hidden=2048, ffn=5504, vocab=32000, heads=16))
         return
+    if args.largest_of:      # child process too, for the same reason
+        print(_largest_tensor(args.largest_of))
+        return
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wb-convert-bench-"))
-    source = work / "hf_llama"
+    work.mkdir(parents=True, exist_ok=True)
+    source = args.source.resolve() if args.source else work / "hf_llama"
     try:
-        largest = int(subprocess.run([sys.executable, __file__, "--layers", str(args.layers), "--generate-only",
-                                      str(source)], check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+        child = ["--largest-of", str(source)] if args.source else ["--layers", str(args.layers), "--generate-only",
+                                                                   str(source)]
+        largest = int(subprocess.run([sys.executable, __file__, *child], check=True, capture_output=True, text=True,
+                                     cwd=ROOT).stdout)
         size = sum(f.stat().st_size for f in source.rglob("*") if f.is_file())
         drop_cache_hint(source)
         python = sys.executable

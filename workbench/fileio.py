@@ -12,6 +12,10 @@
   directly: nothing is renamed over it, so the device node survives. ``/dev/stdout``,
   ``/dev/stderr`` and ``/dev/fd/N`` write into that open descriptor, whatever it is (a shell
   redirect ``> file`` or ``>> file`` decides), like the shell itself.
+- :meth:`AtomicFile.reserve` asks the file system for the blocks of a large output before it is
+  written (Linux ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``): the kernel then copies into blocks it
+  has already allocated, as fast as ``cp`` (see :func:`reserve_blocks`). The size stays what was
+  written: :meth:`AtomicFile.commit` cuts blocks reserved past the end.
 - :func:`os_error` turns an ``OSError`` (permission denied, read-only file system, disk full,
   a path under a file, ...) into the one-line :class:`~workbench.errors.InputError`.
 """
@@ -187,6 +191,7 @@ class AtomicFile:
         self.fsync = fsync
         self.handle: IO | None = None
         self.done = False
+        self.reserved = 0                   # bytes of blocks reserved from offset 0 (see reserve)
         try:
             self.streaming = output_kind(self.target) == "stream"
             if self.streaming:
@@ -202,6 +207,16 @@ class AtomicFile:
             raise os_error(self.target, error) from None
         if descriptor is not None:
             self.handle = open(descriptor, "w" if text else "wb", encoding="utf-8" if text else None)
+
+    def reserve(self, size: int) -> bool:
+        """Allocate ``size`` bytes of blocks for the file being written, its size unchanged (see
+        :func:`reserve_blocks`); nothing for a device, FIFO or descriptor target. True when reserved."""
+        if self.streaming or self.handle is None or self.handle.closed:
+            return False
+        if not reserve_blocks(self.handle.fileno(), size):
+            return False
+        self.reserved = max(self.reserved, size)
+        return True
 
     def commit(self) -> Path:
         """Flush, close and rename into place; returns the target."""
@@ -226,7 +241,7 @@ class AtomicFile:
     def discard(self) -> None:
         """Close and remove the temporary file (a device or FIFO keeps what it received)."""
         try:
-            self._close(sync=False)
+            self._close(sync=False, trim=False)
         except OSError:
             pass                            # the data is being thrown away: a failed flush does not matter
         if not self.streaming and not self.done:
@@ -241,10 +256,14 @@ class AtomicFile:
         """Close the handle only (the file is committed or discarded later)."""
         self._close(sync=False)
 
-    def _close(self, sync: bool) -> None:
+    def _close(self, sync: bool, trim: bool = True) -> None:
+        """Flush and close the handle; blocks reserved past the end are freed first, so that a file closed
+        before its commit (a finished shard) holds no more blocks than its size needs."""
         if self.handle is not None and not self.handle.closed:
             try:
                 self.handle.flush()
+                if trim and self.reserved:
+                    _free_past_end(self.handle.fileno(), self.reserved)
                 if sync and not self.streaming:
                     os.fsync(self.handle.fileno())
             finally:
@@ -260,6 +279,62 @@ class AtomicFile:
         self.discard()
         if isinstance(error, OSError) and from_writing(error, self.temporary, self.destination, self.target):
             raise os_error(self.target, error) from None
+
+
+PREALLOCATE_FROM = 64 * 2**20
+"""Outputs whose copied bytes reach this size reserve their blocks first (below it the gain is noise)."""
+
+_FALLOC_FL_KEEP_SIZE = 1            # linux/falloc.h
+_fallocate = None
+
+
+def reserve_blocks(descriptor: int, size: int) -> bool:
+    """Linux ``fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, size)``: blocks for ``size`` bytes, file size unchanged.
+
+    Copying 2 GB into an ext4 file whose blocks are reserved costs ~20 % less kernel time than
+    allocating them write by write (measured with copy_file_range: 1.0 s against 1.2-1.3 s, as fast
+    as ``cp``). Not ``os.posix_fallocate``: where the file system has no fallocate, glibc emulates
+    it by writing a byte into every block. Any failure (another OS, a file system without it, a
+    full disk: the writes then say so themselves) returns False and changes nothing.
+    """
+    if size <= 0 or not sys.platform.startswith("linux"):
+        return False
+    function = _libc_fallocate()
+    if function is None:
+        return False
+    import ctypes
+
+    try:
+        return function(descriptor, _FALLOC_FL_KEEP_SIZE, 0, size) == 0
+    except (ctypes.ArgumentError, OverflowError, TypeError):       # a size past int64
+        return False
+
+
+def _free_past_end(descriptor: int, reserved: int) -> None:
+    """Free the blocks reserved past the end of the data: the size stays, growing it by a byte and cutting
+    it back makes every file system drop the blocks past the end (a truncate to the same size is a no-op
+    on some)."""
+    size = os.fstat(descriptor).st_size
+    if size < reserved:
+        os.ftruncate(descriptor, size + 1)
+        os.ftruncate(descriptor, size)
+
+
+def _libc_fallocate():
+    """libc's ``fallocate64`` (or ``fallocate``), looked up once; None where there is none."""
+    global _fallocate
+    if _fallocate is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            function = getattr(libc, "fallocate64", None) or libc.fallocate
+            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+            function.restype = ctypes.c_int
+            _fallocate = function
+        except (OSError, AttributeError):
+            _fallocate = False
+    return _fallocate or None
 
 
 def _open_stream(path: Path) -> int:

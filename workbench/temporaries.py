@@ -9,7 +9,6 @@ when it exits (:func:`remove_leftovers`). A writer that commits (renames) or dis
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from pathlib import Path
 
@@ -21,7 +20,7 @@ def new_temporary(destination: Path, suffix: str = ".part", folder: bool = False
     (path, None) for a folder. Mode 0600/0700 until the writer sets the final mode."""
     destination = Path(destination)
     for _ in range(100):
-        path = destination.parent / f".{destination.name}.{secrets.token_hex(4)}{suffix}"
+        path = destination.parent / f".{destination.name}.{os.urandom(4).hex()}{suffix}"   # = secrets.token_hex(4)
         _PENDING.add(path)
         try:
             if folder:

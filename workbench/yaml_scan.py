@@ -50,38 +50,48 @@ class _Open:
 
 
 def check_events(text: str, path: Path | str, loader: type) -> None:
-    """Refuse ``text`` when its nesting, expansion or aliases are out of bounds (see module doc)."""
+    """Refuse ``text`` when its nesting, expansion or aliases are out of bounds (see module doc).
+
+    One pass over the events, most frequent first (scalars), with the limits compared inline: this
+    runs before every YAML file is composed, so its per-event cost is the price of the safety.
+    """
     anchors: dict[str, _Anchor] = {}
     stack: list[_Open] = []
     count = 0
+    scalar, alias, end = yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionEndEvent
+    opening, document = yaml.CollectionStartEvent, yaml.DocumentStartEvent
     for event in yaml.parse(text, Loader=loader):
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.DocumentStartEvent):
-            anchors = {}                                 # anchors do not cross documents
-            continue
-        if isinstance(event, yaml.AliasEvent):
-            anchor = _resolve(anchors, event.anchor, path, line)
-            count, height = count + anchor.size, anchor.height
-            _check(len(stack) + height, count, path, line, f"alias *{event.anchor}")
-        elif isinstance(event, yaml.ScalarEvent):
-            _define(anchors, event.anchor, path, line, size=1)
-            count, height = count + 1, 0
-            _check(len(stack), count, path, line, "")
-        elif isinstance(event, yaml.CollectionStartEvent):
-            _define(anchors, event.anchor, path, line, size=None)
-            stack.append(_Open(event.anchor, count))
+        kind = type(event)
+        if kind is scalar:
             count += 1
-            _check(len(stack), count, path, line, "")
-            continue
-        elif isinstance(event, yaml.CollectionEndEvent):
+            if event.anchor is not None:
+                _define(anchors, event.anchor, path, event.start_mark.line + 1, size=1)
+            if count > NODE_BUDGET or len(stack) > DEPTH_LIMIT:
+                _check(len(stack), count, path, event.start_mark.line + 1, "")
+            continue                                     # height 0: the open collection's height stays
+        if kind is end or issubclass(kind, end):
             closed = stack.pop()
             height = closed.height + 1
             if closed.anchor is not None:
                 anchors[closed.anchor].size, anchors[closed.anchor].height = count - closed.start, height
-        else:
+        elif issubclass(kind, opening):
+            _define(anchors, event.anchor, path, event.start_mark.line + 1, size=None)
+            stack.append(_Open(event.anchor, count))
+            count += 1
+            if count > NODE_BUDGET or len(stack) > DEPTH_LIMIT:
+                _check(len(stack), count, path, event.start_mark.line + 1, "")
             continue
-        if stack:
-            stack[-1].height = max(stack[-1].height, height)
+        elif kind is alias:
+            line = event.start_mark.line + 1
+            anchor = _resolve(anchors, event.anchor, path, line)
+            count, height = count + anchor.size, anchor.height
+            _check(len(stack) + height, count, path, line, f"alias *{event.anchor}")
+        else:
+            if issubclass(kind, document):
+                anchors = {}                             # anchors do not cross documents
+            continue
+        if stack and stack[-1].height < height:
+            stack[-1].height = height
 
 
 def _define(anchors: dict[str, _Anchor], name: str | None, path: Path | str, line: int, size: int | None) -> None:

@@ -98,6 +98,7 @@ class LineMap(Mapping[str, int]):
     def __init__(self, root: yaml.Node | None):
         self._root = root
         self._tables: dict[int, dict[str, tuple[int, yaml.Node]] | list[tuple[int, yaml.Node]]] = {}
+        self._found: dict[str, int] = {}       # paths looked up before (readers ask for one path many times)
 
     def _children(self, node: yaml.Node) -> dict[str, tuple[int, yaml.Node]] | list[tuple[int, yaml.Node]]:
         table = self._tables.get(id(node))
@@ -112,14 +113,18 @@ class LineMap(Mapping[str, int]):
         return table
 
     def __getitem__(self, dotted: str) -> int:
+        found = self._found.get(dotted) if isinstance(dotted, str) else None
+        if found is not None:
+            return found
         if self._root is None or not isinstance(dotted, str):
             raise KeyError(dotted)
         node, line, parts, index = self._root, None, dotted.split("."), 0
         while index < len(parts):
             table = self._children(node)
             if isinstance(table, dict):       # a key may itself hold dots: shortest match first
-                name = next((".".join(parts[index:end]) for end in range(index + 1, len(parts) + 1)
-                             if ".".join(parts[index:end]) in table), None)
+                name = parts[index] if parts[index] in table else next(
+                    (".".join(parts[index:end]) for end in range(index + 2, len(parts) + 1)
+                     if ".".join(parts[index:end]) in table), None)
                 if name is None:
                     raise KeyError(dotted)
                 line, node = table[name]
@@ -131,6 +136,7 @@ class LineMap(Mapping[str, int]):
                 raise KeyError(dotted)
         if line is None:
             raise KeyError(dotted)
+        self._found[dotted] = line
         return line
 
     def __iter__(self) -> Iterator[str]:

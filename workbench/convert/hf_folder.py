@@ -17,8 +17,10 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..tensors.base import TensorMeta

@@ -7,9 +7,10 @@ framework conventions differ. Nothing here imports torch or mindspore.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MATH = """
 embedding      h = E[tokens]                                  (gather rows; E: [vocab, hidden])
@@ -203,6 +204,8 @@ def synthetic_batches(model: ModelConfig, steps: int, micro_batch_size: int = 2,
     One batch per step; ``masked_fraction`` of positions get loss_mask 0 (as Megatron's
     ``eod_mask_loss`` / padding would), so the loss normalisation is exercised.
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     batches = []
     for _ in range(steps):

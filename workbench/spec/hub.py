@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..errors import InputError, location
 from ..knowledge import knowledge_dir
-from ..yamlio import YamlDoc, load_yaml
+from ..yamlio import YamlDoc
 from .arch import LogicalTensor
-from .layer_sets import load_indices
+from .layer_sets import hub_doc, load_indices
 from .expr import ExprError, parse
 from .model_params import PARAM_NAMES
 from .templates import Template, TemplateError
@@ -29,7 +29,7 @@ def hub_path(folder: Path | None = None) -> Path:
 @lru_cache(maxsize=8)
 def load_hub(path: Path) -> dict[str, LogicalTensor]:
     """Hub template text -> LogicalTensor, in file order; malformed entries raise InputError."""
-    doc = load_yaml(path)
+    doc = hub_doc(path)
     entries = doc.get("hub", None)
     if not isinstance(entries, dict) or not entries:
         raise InputError(location(path, doc.lines.get("hub"), "hub"), "expected a mapping 'hub:' of logical names",

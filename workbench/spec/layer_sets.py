@@ -54,9 +54,15 @@ class Indices:
 
 
 @lru_cache(maxsize=8)
+def hub_doc(path: Path) -> YamlDoc:
+    """The hub file parsed once for :func:`load_indices` and ``hub.load_hub`` (both only read it)."""
+    return load_yaml(path)
+
+
+@lru_cache(maxsize=8)
 def load_indices(path: Path) -> Indices:
     """``indices:`` and ``layer_sets:`` of the hub file; every mistake is a one-line InputError at file:line."""
-    doc = load_yaml(path)
+    doc = hub_doc(path)
     sizes = _indices(doc)
     sets = doc.get("layer_sets", None)
     if not isinstance(sets, dict) or "all" not in sets:

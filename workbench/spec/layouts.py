@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 
 def _concat(parts: list, axis: int) -> Any:
     """``np.concatenate`` for numpy arrays, ``torch.cat`` for torch tensors."""
+    import numpy as np
+
     if isinstance(parts[0], np.ndarray):
         return np.concatenate(parts, axis=axis)
     import torch
@@ -37,6 +37,8 @@ def _concat(parts: list, axis: int) -> Any:
 
 def _to_front(array: Any, axis: int) -> Any:
     """``array`` with ``axis`` moved to position 0 (a view; numpy and torch alike)."""
+    import numpy as np
+
     if axis in (0, -array.ndim):
         return array
     return np.moveaxis(array, axis, 0) if isinstance(array, np.ndarray) else array.movedim(axis, 0)
@@ -44,6 +46,8 @@ def _to_front(array: Any, axis: int) -> Any:
 
 def _from_front(array: Any, axis: int) -> Any:
     """Inverse of :func:`_to_front`: axis 0 moved back to ``axis``."""
+    import numpy as np
+
     if axis in (0, -array.ndim):
         return array
     return np.moveaxis(array, 0, axis) if isinstance(array, np.ndarray) else array.movedim(0, axis)
@@ -51,6 +55,8 @@ def _from_front(array: Any, axis: int) -> Any:
 
 def _copy(array: Any) -> Any:
     """A copy with its own (contiguous) storage: ``.copy()`` in numpy, ``.clone()`` in torch."""
+    import numpy as np
+
     return array.copy() if isinstance(array, np.ndarray) else array.clone()
 
 

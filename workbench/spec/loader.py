@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import replace
 import os
 import re
-from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError, location
@@ -71,8 +70,21 @@ def load_arch(name: str, folder: Path | str | None = None) -> ArchSpec:
     return _load(path.resolve(), path.stat().st_mtime_ns, ())
 
 
-@lru_cache(maxsize=64)
+_SPECS: dict[tuple[Path, int], ArchSpec] = {}
+
+
 def _load(path: Path, mtime: int, chain: tuple[str, ...]) -> ArchSpec:
+    """The spec of one file version, built once whether it is loaded itself or as the parent of
+    others (``chain``: the archs extending it, for cycle detection; it does not change the result)."""
+    key = (path, mtime)
+    if key not in _SPECS:
+        if len(_SPECS) >= 64:
+            _SPECS.clear()
+        _SPECS[key] = _build(path, chain)
+    return _SPECS[key]
+
+
+def _build(path: Path, chain: tuple[str, ...]) -> ArchSpec:
     doc = load_yaml(path)
     data = doc.data
     if not isinstance(data, dict):

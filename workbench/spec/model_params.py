@@ -5,7 +5,7 @@ each comes with the config keys that settle it (named in errors when shapes alon
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 # name -> (meaning, how to settle it: HF config.json / Megatron / MindFormers)
@@ -63,8 +63,9 @@ class ModelParams:
     v_head_dim: int = 0
 
     def env(self) -> dict[str, int]:
-        """name -> value, for evaluating shape expressions."""
-        return asdict(self)
+        """name -> value, for evaluating shape expressions (a new dict; every field is an int, so no
+        ``asdict`` deep copy: plans call this once per tensor)."""
+        return {name: getattr(self, name) for name in _FIELDS}
 
     def with_values(self, **values: int) -> "ModelParams":
         return replace(self, **values)
@@ -83,6 +84,7 @@ class ModelParams:
         return ModelParams(**values)
 
 
+_FIELDS = tuple(f.name for f in fields(ModelParams))
 PARAM_NAMES = frozenset(PARAMS)
 assert PARAM_NAMES == {f.name for f in fields(ModelParams)}
 

@@ -9,9 +9,10 @@ target rule. The reverse conversion is the same call with the formats swapped: o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..tensors.base import STORAGE, TensorMeta, cast
@@ -227,6 +228,8 @@ def is_byte_copy(step: Step) -> bool:
 
 def materialize(step: Step, read: Callable[[str], np.ndarray]) -> np.ndarray:
     """The target tensor of ``step`` (STORAGE dtype, contiguous), reading only ``step.sources``."""
+    import numpy as np
+
     context = step.context
     split = {name: _split_source(context, name, read(name)) for name in step.sources}
     parts = []

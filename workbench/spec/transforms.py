@@ -28,9 +28,10 @@ rule's ``reshape`` is applied last (Megatron GroupedMLP ``weight1`` [E, h, 2F] v
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from . import layouts
 from ..tensors.base import cast
@@ -71,9 +72,13 @@ class Transpose(Transform):
         return (*lead, cols, rows)
 
     def fuse(self, parts, args):
+        import numpy as np
+
         return np.swapaxes(parts[0], -1, -2)
 
     def split(self, array, shapes, args):
+        import numpy as np
+
         return [np.swapaxes(array, -1, -2)]
 
 
@@ -177,6 +182,8 @@ class Stack(Transform):
         return (groups, *shape)
 
     def fuse_groups(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        import numpy as np
+
         return np.stack(list(arrays))
 
     def split_groups(self, array: np.ndarray) -> list[np.ndarray]:
@@ -207,6 +214,8 @@ class VocabPad(Transform):
 
 def resize_rows(array: np.ndarray, rows: int) -> np.ndarray:
     """``array`` with ``rows`` rows: extra rows are zeros (raw bits 0 = +0.0 in every dtype), or cut."""
+    import numpy as np
+
     if rows <= array.shape[0]:
         return array[:rows]
     padding = np.zeros((rows - array.shape[0], *array.shape[1:]), dtype=array.dtype)

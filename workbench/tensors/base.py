@@ -10,15 +10,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-# dtype name -> numpy storage dtype (bf16: raw bits)
-STORAGE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": np.uint16,
-           "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
-           "bool": np.bool_}
-ITEM_SIZE = {name: np.dtype(storage).itemsize for name, storage in STORAGE.items()}
+# dtype name -> numpy storage type name (bf16: raw bits), and bytes per element
+STORAGE_TYPE_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "uint16", "int64": "int64",
+                  "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool_"}
+ITEM_SIZE = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
+             "bool": 1}
+
+
+class _Storage(Mapping):
+    """dtype name -> numpy storage type (``np.float32``, ...). numpy is imported at the first value
+    looked up, not with this module: a conversion that only copies byte ranges never needs it (and
+    importing it is a good part of such a run's start-up). Names, ``in`` and iteration need no numpy."""
+
+    def __getitem__(self, name: str) -> type:
+        import numpy as np
+
+        return getattr(np, STORAGE_TYPE_NAMES[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in STORAGE_TYPE_NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(STORAGE_TYPE_NAMES)
+
+    def __len__(self) -> int:
+        return len(STORAGE_TYPE_NAMES)
+
+
+STORAGE: Mapping[str, type] = _Storage()
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,8 @@ def cast(array: np.ndarray, source: str, target: str) -> np.ndarray:
     """Value-preserving dtype cast between fp32/fp16/bf16/fp64 (bf16 as raw bits; round to nearest even)."""
     if source == target:
         return array
+    import numpy as np
+
     values = bf16_bits_to_fp32(array) if source == "bf16" else array.astype(np.float32 if target == "bf16" else None)
     if target == "bf16":
         return fp32_to_bf16_bits(np.asarray(values, dtype=np.float32))
@@ -94,11 +120,15 @@ def cast(array: np.ndarray, source: str, target: str) -> np.ndarray:
 
 
 def bf16_bits_to_fp32(bits: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def fp32_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     """Round-to-nearest-even, NaN kept quiet (what torch and MindSpore do)."""
+    import numpy as np
+
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     nan = np.isnan(values)

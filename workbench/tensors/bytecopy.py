@@ -19,8 +19,10 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 
@@ -54,6 +56,8 @@ def byte_view(payload: np.ndarray | FileSpan) -> np.ndarray | FileSpan:
     """A writer's payload as flat bytes: a span stays a span, an array becomes a C-order uint8 view."""
     if isinstance(payload, FileSpan):
         return payload
+    import numpy as np
+
     return np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
 
 

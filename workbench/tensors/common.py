@@ -10,9 +10,10 @@ error inside ``write`` or ``finish`` discards the partial files before it propag
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..fileio import AtomicFile, from_writing, os_error
@@ -25,6 +26,8 @@ from .sizes import numel
 
 def mapped_array(path: Path, offset: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A read-only ``np.memmap`` of exactly ``shape`` x ``dtype`` bytes at ``offset`` of ``path``."""
+    import numpy as np
+
     storage = STORAGE[dtype]
     count = numel(shape)
     if count == 0:                      # mmap cannot map zero bytes
@@ -79,6 +82,8 @@ class PartialFile(AtomicFile):
         if isinstance(array, FileSpan):
             copy_span(array, self.handle)
             return
+        import numpy as np
+
         flat = np.ascontiguousarray(array).reshape(-1)
         self.handle.write(flat.view(np.uint8).data if flat.size else b"")
 
@@ -166,6 +171,8 @@ class StreamingSink:
                                  f"({meta.nbytes} bytes)", "pass the tensor's whole stored byte range")
             self._next += 1
             return meta
+        import numpy as np
+
         if not isinstance(array, np.ndarray):
             raise InputError(where, f"expected a numpy array, got {type(array).__name__}", "convert it with .numpy()")
         storage = np.dtype(STORAGE[meta.dtype])

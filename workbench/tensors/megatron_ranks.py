@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from .base import SourceBase, TensorMeta
@@ -83,6 +84,8 @@ class RankMergedSource(SourceBase):
         return arg(self.args, key, kind, default, self._args_where)
 
     def _check_single_file(self) -> None:
+        import numpy as np
+
         ranks = [self._arg(key, int, 1) or 1 for key in
                  ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size")]
         if np.prod(ranks) > 1:

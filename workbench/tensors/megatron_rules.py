@@ -13,9 +13,10 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..yamlio import load_yaml
@@ -121,6 +122,8 @@ def merged_shape(rule: ParallelRule, name: str, shapes: list[tuple[int, ...]], w
 
 def merge(rule: ParallelRule, name: str, pieces: list[np.ndarray], where: str) -> np.ndarray:
     """The full tensor from its shards in rank order (the single shard is returned as is)."""
+    import numpy as np
+
     if len(pieces) == 1:
         return pieces[0]
     if rule.rule == "replicated":
@@ -136,6 +139,8 @@ def merge(rule: ParallelRule, name: str, pieces: list[np.ndarray], where: str) -
 
 
 def _replicated(rule: ParallelRule, name: str, pieces: list[np.ndarray], where: str) -> np.ndarray:
+    import numpy as np
+
     first = pieces[0]
     if first.nbytes <= COMPARE_BYTES:
         raw = np.ascontiguousarray(first).view(np.uint8)

@@ -33,15 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .folder_kinds import ITERATION as _ITER, LABELS, RANK_FILE as _RANK_FILE, REFUSED_LABELS
+from .folder_kinds import is_megatron_capture, iterations as _iterations, rank_files as _rank_files  # noqa: F401
 from .megatron_files import read_tracker
 from .megatron_ranks import RankFile, RankMergedSource, rank_coordinates
 from .megatron_rules import ParallelRule, megatron_parallel_rules
 from .torch_io import flatten, load_torch_file, split_tensors
 
-LABELS = {"wgrads": "main_grad before optimizer.step()", "params": "param.data after optimizer.step()"}
-REFUSED_LABELS = {"dgrads": "activation gradients keyed by module, not per-parameter tensors"}
-_ITER = re.compile(r"^iter_(\d{7,})$")
-_RANK_FILE = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?(?:_(\d{3}))?\.pth$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 _CHUNK = "model_chunk0"
 _FIX_DAMAGED = "the capture file is damaged or not Megatron's: save this iteration again"
@@ -49,37 +47,10 @@ _FIX_DAMAGED = "the capture file is damaged or not Megatron's: save this iterati
 
 # ----------------------------------------------------------------------------- finding the files
 
-def _rank_files(folder: Path) -> list[tuple[Path, tuple]]:
-    found = []
-    for child in sorted(folder.iterdir()):
-        match = _RANK_FILE.match(child.name)
-        if match:
-            found.append((child, tuple(int(g) for g in match.groups() if g is not None)))
-    return found
-
-
 def _lone_file(path: Path) -> list[tuple[Path, tuple]]:
     """One ``.pth`` passed alone: its rank digits from its name (none for a renamed file)."""
     match = _RANK_FILE.match(path.name)
     return [(path, tuple(int(g) for g in match.groups() if g is not None) if match else ())]
-
-
-def _iterations(root: Path) -> list[tuple[int, Path]]:
-    found = []
-    for child in root.iterdir():
-        match = _ITER.match(child.name)
-        if match and child.is_dir() and _rank_files(child):
-            found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
-def is_megatron_capture(path: Path) -> bool:
-    """An ``iter_*`` folder of ``mp_rank_*.pth`` files, or a ``wgrads``/``params``/``dgrads`` root of such folders."""
-    if not path.is_dir():
-        return False
-    if _ITER.match(path.name):
-        return bool(_rank_files(path))
-    return path.name in LABELS.keys() | REFUSED_LABELS.keys() and bool(_iterations(path))
 
 
 def capture_folder(path: Path) -> Path:

@@ -23,10 +23,13 @@ and the tensor's bytes then start at their source offset's page residue, which c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
+from ..fileio import PREALLOCATE_FROM
 from ..input_files import input_stat
 from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
 from .bytecopy import ALIGN_FROM, PAGE, FileSpan, byte_view, page_padding
@@ -95,11 +98,22 @@ def value_prefix(meta: TensorMeta, content_length: int) -> bytes:
 # ----------------------------------------------------------------------------- writing
 
 class MindSporeCkptWriter(StreamingSink):
-    """Streams tensors into a ``.ckpt`` that ``mindspore.load_checkpoint`` reads (same slicing)."""
+    """Streams tensors into a ``.ckpt`` that ``mindspore.load_checkpoint`` reads (same slicing).
 
-    def __init__(self, path: Path | str, metas: list[TensorMeta]):
+    ``copied``: names of the tensors that will arrive as byte ranges (:class:`FileSpan`); when they
+    are large, the file's blocks are reserved before the first byte (see ``AtomicFile.reserve``).
+    """
+
+    def __init__(self, path: Path | str, metas: list[TensorMeta], copied: Iterable[str] = ()):
         super().__init__(path, metas)
         self._partial = PartialFile(self.path)
+        copied = set(copied)
+        if sum(meta.nbytes for meta in self.metas if meta.name in copied) >= PREALLOCATE_FROM:
+            try:
+                self._partial.reserve(_size_bound(self.metas, copied))
+            except BaseException:
+                self._partial.discard()
+                raise
 
     def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:
         flat = byte_view(array)            # a FileSpan (a rename) is sliced and copied file to file
@@ -124,6 +138,18 @@ class MindSporeCkptWriter(StreamingSink):
 
     def _discard(self) -> None:
         self._partial.discard()
+
+
+def _size_bound(metas: list[TensorMeta], copied: set[str]) -> int:
+    """The most bytes :class:`MindSporeCkptWriter` writes for ``metas``: every record, and the longest
+    padding record before each copied slice (the file is cut to what was written at commit)."""
+    total = 0
+    for meta in metas:
+        for start in range(0, meta.nbytes, SLICE_BYTES) if meta.nbytes else (0,):
+            piece = min(SLICE_BYTES, meta.nbytes - start)
+            total += len(value_prefix(meta, piece)) + piece
+            total += PAGE + 131 if meta.name in copied and piece >= ALIGN_FROM else 0
+    return total
 
 
 # ----------------------------------------------------------------------------- reading
@@ -292,6 +318,8 @@ class MindSporeCkptSource(SourceBase):
         return dict(self._metas)
 
     def read(self, name: str) -> np.ndarray:
+        import numpy as np
+
         if name not in self._metas:
             raise missing_tensor(self.path, name, self._metas)
         meta, parts = self._metas[name], self._parts[name]

@@ -85,15 +85,12 @@ def _open_torch_file(path: Path) -> TensorSource:
 
 
 def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
-    from .megatron_legacy import TRACKER_FILE
-    from .torch_dist import is_torch_dist
-
-    from .step_store import is_step_store_folder
+    from .megatron_files import TRACKER_FILE
+    from .folder_kinds import is_megatron_capture, is_step_store_folder, is_torch_dist
 
     if is_step_store_folder(path):
         from .step_store import open_step_store
         return open_step_store(path)
-    from .megatron_wgrads import is_megatron_capture
     if is_megatron_capture(path):
         from .megatron_wgrads import MegatronCaptureSource
         return MegatronCaptureSource(path, config=config)
@@ -141,12 +138,13 @@ def sink_format(path: Path, fmt: str | None) -> str:
 def open_sink(path: Path | str, metas: list[TensorMeta], fmt: str | None = None, shard_bytes: int | None = None,
               metadata: dict | None = None, aligned_to: dict[str, int] | None = None) -> TensorSink:
     """The streaming writer for ``path``; tensors must then arrive in ``metas`` order.
-    ``aligned_to``: source offsets of tensors that will arrive as byte ranges (safetensors pads for them)."""
+    ``aligned_to``: source offsets of tensors that will arrive as byte ranges (the writers pad for them and
+    reserve the file's blocks when they are large)."""
     path = Path(path)
     chosen = sink_format(path, fmt)
     if chosen == "ckpt":
         from .mindspore_ckpt import MindSporeCkptWriter
-        return MindSporeCkptWriter(path, metas)
+        return MindSporeCkptWriter(path, metas, copied=aligned_to or ())
     from .safetensors_io import SafetensorsSink
     metadata = {"format": "pt"} if metadata is None else metadata      # what transformers expects; MindSpore ignores
     if chosen == "safetensors":

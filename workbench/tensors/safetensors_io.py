@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
+from ..fileio import PREALLOCATE_FROM
 from ..input_files import expect, expect_count, input_stat, parse_json, read_json
 from .base import ITEM_SIZE, SourceBase, TensorMeta
 from .bytecopy import ALIGN_FROM, FileSpan, page_padding
@@ -286,7 +288,10 @@ class SafetensorsSink(StreamingSink):
         target, group = self._plan[len(self._done)]
         self._current = PartialFile(target)
         self._done.append(self._current)
-        self._current.handle.write(build_header(group, self.metadata, self.aligned_to))
+        header = build_header(group, self.metadata, self.aligned_to)
+        if sum(meta.nbytes for meta in group if meta.name in self.aligned_to) >= PREALLOCATE_FROM:
+            self._current.reserve(len(header) + sum(meta.nbytes for meta in group))   # the file's exact size
+        self._current.handle.write(header)
         self._left = len(group)
 
     def _emit(self, meta: TensorMeta, array: np.ndarray) -> None:

@@ -11,35 +11,25 @@ file's sha256 against the manifest's (once per tensor), then the data is memory-
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
-from .base import STORAGE, SourceBase, TensorMeta
+from .base import STORAGE_TYPE_NAMES, SourceBase, TensorMeta
 from .bytecopy import FileSpan
 from .common import mapped_array, missing_tensor, unsupported_dtype
+from .folder_kinds import is_step_store_folder  # noqa: F401
 from .megatron_ranks import RankFile, RankMergedSource
 from .megatron_rules import ParallelRule, megatron_parallel_rules
 
 # numpy dtype of a stored .npy -> the STORAGE name it travels as (bf16 is stored as fp32 by the writer)
-NUMPY_NAMES = {str(np.dtype(storage)): name for name, storage in STORAGE.items() if name != "bf16"}
+NUMPY_NAMES = {type_name.rstrip("_"): name for name, type_name in STORAGE_TYPE_NAMES.items() if name != "bf16"}
 FRAMEWORKS = ("megatron", "mindformers")
 _REWRITE = "the file changed after it was written: write this step again"
-
-
-def is_step_store_folder(path: Path) -> bool:
-    """A declared kind folder (``grads``, ...) inside a ``step_{N}`` folder (manifest present or not), or one
-    of its rank folders."""
-    from ..replay.step_kinds import load_step_layout
-
-    layout = load_step_layout()
-    if layout.parse_rank(path.name) is not None:             # one rank's shard: step_N/KIND/mp_rank_TT_PPP/
-        path = path.resolve().parent
-    names = {layout.kind_dir.format(kind=kind) for kind in layout.kinds}
-    return path.name in names and layout.parse_step(path.resolve().parent.name) is not None
 
 
 class StepStoreSource(SourceBase):
@@ -121,6 +111,8 @@ class StepStoreSource(SourceBase):
 
 
 def _file_sha256(path: Path, chunk: int = 16 * 2**20) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):

@@ -27,20 +27,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from .. import safe_pickle
 from ..errors import InputError
 from ..safe_pickle import SafeUnpickler, read_limited
 from .base import SourceBase, TensorMeta
 from .common import missing_tensor, numel
+from .folder_kinds import METADATA_FILE, is_torch_dist  # noqa: F401
 from .megatron_files import read_tracker
 from .sizes import check_shape
 from .torch_io import dtype_name, tensor_to_numpy
 
-METADATA_FILE = ".metadata"
 _STACKED = re.compile(r"^((?:.*\.)?(?:decoder|encoder)\.layers\.)(?!\d)(.+)$")
 _EXPERTS = re.compile(r"^(.*\.experts\.)experts\.(?!\d)(.+)$")
 _SINGLETON_EXPERT = re.compile(r"^(.*\.experts\.)experts\.(\d+\..+)$")
@@ -86,16 +87,6 @@ def iteration_dir(path: Path) -> Path:
     if not (path / METADATA_FILE).is_file():
         raise InputError(str(path), f"no {METADATA_FILE}: not a torch_dist checkpoint folder", _FIX)
     return path
-
-
-def is_torch_dist(path: Path) -> bool:
-    """Whether ``path`` holds a torch_dist checkpoint; a damaged tracker file is reported, not hidden."""
-    if not path.is_dir():
-        return False
-    if (path / METADATA_FILE).is_file():
-        return True
-    tracked = read_tracker(path)
-    return tracked is not None and (path / tracked.folder / METADATA_FILE).is_file()
 
 
 def _load_metadata(folder: Path) -> Any:
@@ -145,6 +136,8 @@ class _OneTensorPlanner:
         return view
 
     def commit_tensor(self, item: Any, tensor: Any) -> None:
+        import numpy as np
+
         self.copied += int(np.prod(tuple(item.lengths), dtype=np.int64))
 
     def load_bytes(self, item: Any, value: Any) -> None:  # pragma: no cover - only tensors are requested

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pickle
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..errors import InputError
 from ..safe_pickle import torch_safe_globals
@@ -33,6 +34,8 @@ def dtype_name(torch_dtype: Any) -> str | None:
 
 def tensor_to_numpy(tensor: Any) -> np.ndarray:
     """A numpy view sharing ``tensor``'s storage; bf16 becomes its raw bits as ``uint16``."""
+    import numpy as np
+
     import torch
 
     tensor = tensor.detach()
