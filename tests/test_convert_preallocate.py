@@ -11,7 +11,8 @@ import pytest
 
 from test_convert_safety import hf_llama
 from workbench.cli.main import main
-from workbench.fileio import AtomicFile, PREALLOCATE_FROM, reserve_blocks
+from workbench.blocks import reserve_blocks
+from workbench.fileio import PREALLOCATE_FROM, AtomicFile
 from workbench.tensors import mindspore_ckpt, safetensors_io
 from workbench.tensors.bytecopy import FileSpan
 from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
