@@ -103,7 +103,7 @@ def check_step2_optimizer(plan: Plan) -> StageCheck:
     if plan.present("mindformers_injected"):
         results.append(optim_check(plan.artifacts["grads"], plan.artifacts["mindformers_config"],
                                    replace(options, observed=plan.artifacts["mindformers_injected"])))
-    check = _outcome(results, lambda: _optimizer_culprit(results[1:], plan))
+    check = _outcome(results, lambda: _optimizer_culprit(results[1:]))
     moved = _step2_norms_moved(plan)
     if moved and not check.failed:       # the configuration reproduces the update, the MindSpore run does not
         check.failed = True
@@ -184,7 +184,7 @@ def _data_culprit(result: Result) -> str | None:
     return "the replayed batches, " + first if first.startswith("first difference") else "the captured batches"
 
 
-def _optimizer_culprit(checks: list[Result], plan: Plan) -> str | None:
+def _optimizer_culprit(checks: list[Result]) -> str | None:
     """The first cause an optimizer check diagnoses: the configuration's against the reference's update, then the
     MindSpore run's own update against its configuration; else the optimizer's code (step 1 agreed, so the
     gradients were the same, and the configuration reproduces the reference's update)."""
