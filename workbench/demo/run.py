@@ -68,7 +68,7 @@ def run_demo(options: DemoOptions) -> DemoRun:
     from .catalog import find_fault
 
     fault = find_fault(options.fault) if options.fault else None
-    out = Path(options.out)
+    out = Path(options.out).resolve()       # the workers run in other folders (the dump worker in its own)
     timings: dict[str, float] = {}
 
     def stage(name: str, work: Callable[[], object]):
