@@ -1,0 +1,43 @@
+"""Optional compiled scanners, loaded with ``ctypes``; every caller keeps an exact Python path.
+
+A library is ``workbench/native/_<name>.so``, built from ``<name>.c`` by ``build.py`` (the wheel's
+build hook runs it; so does ``scripts/env.sh``). ``library(name)`` returns it only when it exists and
+was built from the source beside it (its exported ``workbench_source_hash`` equals the source's
+SHA-256), otherwise ``None``. ``WORKBENCH_NATIVE=0`` turns every library off, which the tests use to
+check that both paths give identical results.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def enabled() -> bool:
+    return os.environ.get("WORKBENCH_NATIVE", "1") != "0"
+
+
+def library(name: str):
+    """The loaded ``ctypes.CDLL`` for ``name``, or ``None`` (off, not built, stale or unloadable)."""
+    return load(name) if enabled() else None
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str, directory: Path = HERE):
+    import ctypes
+
+    source, built = directory / f"{name}.c", directory / f"_{name}.so"
+    if not (source.is_file() and built.is_file()):
+        return None
+    try:
+        loaded = ctypes.CDLL(str(built))
+        stamp = loaded.workbench_source_hash
+    except (OSError, AttributeError):
+        return None
+    stamp.restype = ctypes.c_char_p
+    if stamp() != hashlib.sha256(source.read_bytes()).hexdigest().encode():
+        return None
+    return loaded
