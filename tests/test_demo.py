@@ -4,6 +4,7 @@ in Chromium. The planted faults, one demo each, are the demo tier (tests/demo_ti
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,16 @@ pytest.importorskip("mindspore")
 
 @pytest.fixture(scope="module")
 def clean_demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "clean"
-    code = main(["demo", "--out", str(out), "--long-steps", "12"])
-    return out, code
+    """Run as the README runs it: a relative --out (the dump workers run in folders of their own, so a
+    path left relative named a folder that did not exist there)."""
+    parent = tmp_path_factory.mktemp("demo")
+    here = os.getcwd()
+    os.chdir(parent)
+    try:
+        code = main(["demo", "--out", "clean", "--long-steps", "12"])
+    finally:
+        os.chdir(here)
+    return parent / "clean", code
 
 
 def test_the_clean_demo_passes_every_stage(clean_demo, capsys):

@@ -126,3 +126,40 @@ def test_the_thresholds_are_validated(tmp_path):
     path.write_text(path.read_text() + "thresholds: {step1_loss_rtol: -1, localnorm_floor: 1, localnorm_factor: 3, long_band_margin: 4}\n")
     with pytest.raises(InputError, match=r"faults.yaml:10 \[thresholds.step1_loss_rtol\]: thresholds.step1_loss_rtol is -1"):
         load_thresholds(path)
+
+
+def test_a_failed_demo_keeps_the_logs_its_error_names_and_nothing_else(tmp_path):
+    """The demo folder of a failed run is removed, but the worker log its one-line error names is moved
+    beside it first, and the error names the log where it now is."""
+    from workbench.cli.demo import keep_named_logs
+    from workbench.errors import InputError
+
+    out = tmp_path / "workbench-demo"
+    (out / "work").mkdir(parents=True)
+    (out / "work" / "dump_megatron.log").write_text("Traceback: the real cause\n")
+    (out / "work" / "dump_mindformers.log").write_text("fine\n")
+    (out / "report.html").write_text("<html>half made</html>")
+    log = (out / "work" / "dump_megatron.log").resolve()
+    error = InputError("workbench demo", f"an msprobe dump failed: megatron exit 1 ({log})", "see the log named")
+
+    kept_error = keep_named_logs(error, out)
+
+    assert not out.exists()
+    (kept,) = [path for path in tmp_path.iterdir() if path.name.startswith("workbench-demo.logs-")]
+    assert sorted(p.name for p in kept.iterdir()) == ["dump_megatron.log"]
+    assert str(kept / "dump_megatron.log") in str(kept_error)
+    assert (kept / "dump_megatron.log").read_text() == "Traceback: the real cause\n"
+    from workbench.fileio import folder_mode
+    assert kept.stat().st_mode & 0o777 == folder_mode()
+
+
+def test_a_failed_demo_whose_error_names_no_log_leaves_nothing(tmp_path):
+    from workbench.cli.demo import keep_named_logs
+    from workbench.errors import InputError
+
+    out = tmp_path / "demo"
+    (out / "work").mkdir(parents=True)
+    (out / "work" / "mindformers_runs.log").write_text("x\n")
+    error = InputError("plan.yaml", "bad", "fix it")
+    assert keep_named_logs(error, out) is error
+    assert list(tmp_path.iterdir()) == []

@@ -48,6 +48,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     import shutil
 
     from ..demo.run import LONG_STEPS, DemoOptions, run_demo
+    from ..errors import InputError
     from ..input_files import expect_count
 
     steps = expect_count(args.long_steps if args.long_steps is not None else LONG_STEPS, "--long-steps",
@@ -56,12 +57,37 @@ def _run_demo(args: argparse.Namespace) -> int:
     try:
         demo = run_demo(DemoOptions(out=out, fault=args.fault, long_steps=steps, dumps=not args.no_dumps,
                                     progress=_progress))
-    except BaseException:                                    # interrupted or failed: nothing half-made stays
+    except InputError as error:                              # failed: the logs it names are kept, nothing else
+        raise keep_named_logs(error, out) from None
+    except BaseException:                                    # interrupted: nothing half-made stays
         shutil.rmtree(out, ignore_errors=True)
         raise
     (out / MARKER).write_text("")
     _print_summary(demo)
     return demo.result.exit_code
+
+
+def keep_named_logs(error, out: Path):
+    """``out`` removed (no half-made demo stays), but the worker logs ``error`` names are moved first into a
+    new folder ``<out>.logs-XXXX`` beside it, and the error names them there: the message stays true."""
+    import shutil
+    import tempfile
+
+    from ..errors import InputError
+    from ..fileio import folder_mode
+
+    work = str((out / "work").resolve())
+    named = [log for log in sorted((out / "work").glob("*.log")) if str(log.resolve()) in f"{error.where} {error.problem}"]
+    kept = None
+    if named:
+        kept = Path(tempfile.mkdtemp(prefix=f"{out.name}.logs-", dir=out.resolve().parent))
+        kept.chmod(folder_mode())                            # mkdtemp makes 0700: outputs get normal modes
+        for log in named:
+            shutil.move(str(log), str(kept / log.name))
+    shutil.rmtree(out, ignore_errors=True)
+    if kept is None:
+        return error
+    return InputError(error.where.replace(work, str(kept)), error.problem.replace(work, str(kept)), error.fix)
 
 
 def _fresh_folder(out: Path, force: bool) -> Path:
