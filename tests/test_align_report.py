@@ -189,3 +189,15 @@ def test_the_evidence_stages_name_the_component_first_latest_stage_first():
     bare = StageOutcome(stages.stage("step1_localnorm"), "FAIL", StageCheck([], True, None))
     _name_first(bare, dumps)
     assert bare.culprit == "dumps: embedding.word_embeddings: gather"
+
+
+def test_a_rerun_command_shows_an_optional_part_only_when_its_artifact_exists():
+    stage = load_stages().stage("step2_optimizer")
+    paths = {name: f"<{name}>" for name in stage.needs + stage.optional}
+    without = stage.command(paths, present=set(stage.needs))
+    assert without == "workbench optim-check --capture <grads> --mindformers <mindformers_config>"
+    both = stage.command(paths, present=set(stage.needs + stage.optional))
+    assert both == ("workbench optim-check --capture <grads> --mindformers <mindformers_config> --megatron "
+                    "<megatron_config> && workbench optim-check --capture <grads> --mindformers <mindformers_config> "
+                    "--observed <mindformers_injected>")
+    assert "[" not in stage.command(paths) and "--observed <mindformers_injected>" in stage.command(paths)

@@ -64,9 +64,14 @@ def _stage_row(outcome: StageOutcome, plan: Plan) -> dict:
     evidence = outcome.check.evidence[0] if outcome.check and outcome.check.evidence else outcome.reason
     if outcome.evidence_for:
         evidence = f"(evidence for {outcome.evidence_for}) {evidence}"
-    paths = {name: plan.relative(name) for name in plan.artifacts}
     return {"stage": outcome.stage.id, "title": outcome.stage.title, "verdict": outcome.verdict,
-            "component": outcome.culprit or "", "evidence": evidence, "command": outcome.stage.command(paths)}
+            "component": outcome.culprit or "", "evidence": evidence, "command": _command(outcome, plan)}
+
+
+def _command(outcome: StageOutcome, plan: Plan) -> str:
+    """The stage's rerun command on this plan (optional parts only for the artifacts that exist)."""
+    paths = {name: plan.relative(name) for name in plan.artifacts}
+    return outcome.stage.command(paths, present={name for name in plan.artifacts if plan.present(name)})
 
 
 def _stage_facts(outcome: StageOutcome) -> dict:
@@ -89,7 +94,7 @@ def _html(result: Result, outcomes: list[StageOutcome], plan: Plan) -> str:
     for outcome in outcomes:
         prefix = f"{outcome.stage.id}: "
         sections.append({
-            "outcome": outcome, "command": outcome.stage.command({n: plan.relative(n) for n in plan.artifacts}),
+            "outcome": outcome, "command": _command(outcome, plan),
             "evidence": outcome.check.evidence if outcome.check else [],
             "figures": [f for f in figures if f["title"].startswith(prefix)],
             "tables": [table_view(name[len(prefix):], frame) for name, frame in result.tables.items()

@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
+import re
 import string
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 from ..errors import InputError, location
 
 STAGES_FILE = "align_stages.yaml"
+_OPTIONAL = re.compile(r"\[([^\[\]]*)\]")
 _STAGE_KEYS = {"id", "title", "needs", "optional", "check", "next", "explained_by"}
 
 
@@ -22,13 +25,20 @@ class Stage:
     title: str
     needs: tuple[str, ...]
     optional: tuple[str, ...]
-    check: str                      # the deciding command, with {artifact} placeholders
+    check: str                      # the deciding command, {artifact} placeholders, [optional segments]
     next: str                       # what to do when it fails
     explained_by: tuple[str, ...] = ()   # later stages that localize its failure
 
-    def command(self, paths: dict[str, str]) -> str:
-        """``check`` with the plan's paths filled in."""
-        return self.check.format_map({name: paths.get(name, "{" + name + "}") for name in self.placeholders})
+    def command(self, paths: dict[str, str], present: Collection[str] | None = None) -> str:
+        """``check`` with the plan's paths filled in. A ``[segment]`` is kept (without its brackets) when every
+        artifact it names is ``present`` (all are when ``present`` is None), and left out otherwise."""
+        def segment(found: re.Match) -> str:
+            inner = found.group(1)
+            wanted = [name for _, name, _, _ in string.Formatter().parse(inner) if name]
+            return inner if present is None or all(name in present for name in wanted) else ""
+
+        text = " ".join(_OPTIONAL.sub(segment, self.check).split())
+        return text.format_map({name: paths.get(name, "{" + name + "}") for name in self.placeholders})
 
     @property
     def placeholders(self) -> tuple[str, ...]:
