@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..tensors.base import SourceBase
 
 GRADS = "grads"
 BEFORE = "params_before"
@@ -33,7 +34,7 @@ PREVIOUS = "previous_"          # key prefix of the step N-1 state kinds: previo
 
 
 @dataclass
-class CapturedStep:
+class CapturedStep(SourceBase):
     """Step ``step`` of a capture under ``target_format`` names (open with :func:`open_captured_step`)."""
 
     root: Path
@@ -96,11 +97,6 @@ class CapturedStep:
     def close(self) -> None:
         self._stack.close()
 
-    def __enter__(self) -> CapturedStep:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def open_captured_step(root: Path | str, step: int, *, arch: str | None = None, config: Path | None = None,

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..tensors.base import SourceBase
 
 SUBJECT = "the MindSpore run"
 """How the diagnosis names the observed update's owner (the hypotheses' ``subject``)."""
 
 
-class ObservedUpdate:
+class ObservedUpdate(SourceBase):
     """Weights after the update, by name; every captured parameter must be there with its shape."""
 
     def __init__(self, path: Path | str, names: list[str], shapes: dict[str, tuple[int, ...]]):
@@ -56,8 +57,3 @@ class ObservedUpdate:
     def close(self) -> None:
         self.source.close()
 
-    def __enter__(self) -> ObservedUpdate:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
