@@ -31,6 +31,17 @@ def knowledge_dir(name: str) -> Path:
                      "reinstall workbench or set WORKBENCH_KNOWLEDGE to a folder holding it")
 
 
+def knowledge_roots() -> list[str]:
+    """The real paths of the knowledge bases found (what :func:`knowledge_dir` would return for each)."""
+    roots = []
+    for name in KNOWLEDGE_BASES:
+        try:
+            roots.append(os.path.realpath(knowledge_dir(name)))
+        except InputError:
+            continue
+    return roots
+
+
 def load_knowledge(base: str, file: str, kind: str, what: str, path: Path | None = None):
     """``(doc, data)`` of knowledge file ``base/file`` (or ``path``): parsed with line numbers, its top level a
     mapping whose ``kind:`` is ``kind``; otherwise one InputError saying ``what`` the file declares."""

@@ -7,21 +7,17 @@ depth and alias expansion are bounded before any tree is built (:mod:`workbench.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 from . import input_files
 from .errors import InputError, location
-from .yaml_scan import check_events
-
-try:  # the C loader is several times faster; both are safe loaders
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
 
 _MISSING = object()
 
@@ -63,11 +59,22 @@ def read_text(path: Path) -> str:
     return input_files.read_text(path, what="config")
 
 
+def _loader():
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)    # the C loader is several times faster; both are safe
+
+
 def parse_yaml(text: str, path: Path) -> YamlDoc:
     """Parse YAML text within the bounds of :mod:`workbench.yaml_scan`; errors are one line."""
+    import yaml
+
+    from .yaml_scan import check_events
+
+    loader = _loader()
     try:
-        check_events(text, path, _Loader)     # depth, alias expansion, recursive aliases: before composing
-        node = yaml.compose(text, Loader=_Loader)
+        check_events(text, path, loader)     # depth, alias expansion, recursive aliases: before composing
+        node = yaml.compose(text, Loader=loader)
         data = yaml.SafeLoader("").construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
@@ -82,9 +89,22 @@ def parse_yaml(text: str, path: Path) -> YamlDoc:
 
 
 def load_yaml(path: Path | str) -> YamlDoc:
-    """Read and parse a YAML file (see :func:`parse_yaml`)."""
+    """Read and parse a YAML file (see :func:`parse_yaml`); a knowledge-base file through the cache of parsed
+    knowledge (:mod:`workbench.yaml_cache`: the same document, without parsing again)."""
     path = Path(path)
-    return parse_yaml(read_text(path), path)
+    text = read_text(path)
+    if _in_knowledge(path):
+        from .yaml_cache import cached_parse
+
+        return cached_parse(text, path, parse_yaml)
+    return parse_yaml(text, path)
+
+
+def _in_knowledge(path: Path) -> bool:
+    from .knowledge import knowledge_roots
+
+    folder = os.path.realpath(path.parent)
+    return any(folder == root or folder.startswith(root + os.sep) for root in knowledge_roots())
 
 
 class LineMap(Mapping[str, int]):
@@ -101,6 +121,8 @@ class LineMap(Mapping[str, int]):
         self._found: dict[str, int] = {}       # paths looked up before (readers ask for one path many times)
 
     def _children(self, node: yaml.Node) -> dict[str, tuple[int, yaml.Node]] | list[tuple[int, yaml.Node]]:
+        import yaml
+
         table = self._tables.get(id(node))
         if table is None:
             if isinstance(node, yaml.MappingNode):
@@ -155,4 +177,6 @@ class LineMap(Mapping[str, int]):
 
 
 def _key_text(key: yaml.Node) -> str:
+    import yaml
+
     return key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
