@@ -17,6 +17,7 @@ from pathlib import Path
 CHUNK = 8 << 20                 # bytes read at a time
 MAX_LINE = 4 << 20              # a longer line is skipped with a note
 SNIFF = 256 << 10               # bytes looked at to detect the format
+SLACK = 64 << 10                # room in the read buffer for the part line a chunk carries over
 RANK_PREFIX = re.compile(rb"^\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s)")   # int64 ranks only
 
 
@@ -29,20 +30,20 @@ def head(path: Path, size: int = SNIFF) -> bytes:
 def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
     """``(number of the first line, bytes of whole lines)`` for consecutive chunks of the file; a
     skipped line is left as an empty line so that line numbers stay right."""
-    for number, buffer, size, _ in spans(path, notes, max_line):
+    for number, buffer, size in spans(path, notes, max_line):
         with memoryview(buffer) as view:
             data = bytes(view[:size])
         yield number, data
 
 
 def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
-    """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size,
-    number of line ends)``, the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses:
-    read it before asking for the next). ``count(buffer, size)`` counts line ends (``bytearray.count``
-    unless given, e.g. a compiled one)."""
+    """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
+    the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
+    the next). ``count(buffer, size)``, called once the chunk is read, says how many line ends it
+    holds (``bytearray.count`` unless given: a scanner that has counted them already)."""
     count = count or (lambda buffer, size: buffer.count(b"\n", 0, size))
     number, carry, skipping, skipped = 1, 0, False, []
-    buffer = bytearray(CHUNK)
+    buffer = bytearray(CHUNK + SLACK)
     with open(path, "rb", buffering=0) as handle:
         while True:
             if len(buffer) < carry + CHUNK:
@@ -66,9 +67,8 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
             with memoryview(buffer) as view:
                 rest = bytes(view[cut + 1:filled])
             size = _chunk(buffer, start, cut, number, max_line, skipped)
-            ends = count(buffer, size)
-            yield number, buffer, size, ends
-            number += ends + 1
+            yield number, buffer, size
+            number += count(buffer, size) + 1
             buffer[:len(rest)] = rest
             carry = len(rest)
             if carry > max_line:
@@ -77,7 +77,7 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
             skipped.append(number)
         elif carry:
             size = _chunk(buffer, 0, carry, number, max_line, skipped)
-            yield number, buffer, size, count(buffer, size)
+            yield number, buffer, size
     if skipped:
         shown = ", ".join(str(n) for n in skipped[:5])
         notes.append(f"{len(skipped)} line(s) longer than {max_line >> 20} MiB skipped (line {shown}"

@@ -26,7 +26,7 @@ import pandas as pd
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
-from .tables import frame
+from .tables import categorical, frame, labels
 from .values import floats, parse_joined
 
 HEAD = re.compile(rb"(?:^|\x00)(?:\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s))?[^\x00]*?iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")
@@ -212,10 +212,13 @@ def _groups(lines: list[bytes], found: list[int]) -> list[list[int]]:
 
 
 def _interval(iterations: np.ndarray) -> int:
+    """The most common step between printed iterations (the first seen among equally common ones)."""
     steps = np.diff(np.unique(iterations))
     if steps.size == 0:
         return 1
-    return int(Counter(steps.tolist()).most_common(1)[0][0])
+    values, first, counts = np.unique(steps, return_index=True, return_counts=True)
+    common = np.flatnonzero(counts == counts.max())
+    return int(values[common[np.argmin(first[common])]])
 
 
 def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
@@ -295,10 +298,8 @@ def _series_frame(label: str, parts: list, native=None, metrics=()):
     if not parts and native is None or len(columns[0]) == 0:
         return frame([], SERIES_COLUMNS)
     rank, step, line, code, value = columns
-    run = np.empty(len(rank), dtype=object)
-    run.fill(label)
-    return pd.DataFrame({"run": run, "rank": rank, "step": step, "metric": np.array(metrics, dtype=object).take(code),
-                         "value": value, "line": line}, copy=False)
+    return pd.DataFrame({"run": labels(label, len(rank)), "rank": rank, "step": step,
+                         "metric": categorical(code, metrics), "value": value, "line": line}, copy=False)
 
 
 def _code(metrics: list[str], metric: str) -> int:

@@ -123,9 +123,8 @@ def library():
     if lib is not None and not getattr(lib, "_workbench_typed", False):
         lib.logscan_megatron.argtypes = [ctypes.POINTER(Scan), ctypes.c_void_p, ctypes.c_int64]
         lib.logscan_megatron.restype = ctypes.c_int
-        for name in ("logscan_non_ascii", "logscan_count_lines"):
-            getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_int64]
-            getattr(lib, name).restype = ctypes.c_int64
+        lib.logscan_non_ascii.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        lib.logscan_non_ascii.restype = ctypes.c_int64
         lib._workbench_typed = True
     return lib
 
@@ -144,8 +143,9 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
     named, patch, bad, cut, current = [], False, [], [], None
     back = np.empty(3 * BACK, dtype=np.int64)
     state.back, state.back_cap = _pointer(back, P64), BACK
-    for first, buffer, size, _ in spans(path, notes, count=lambda buffer, size: _call(lib.logscan_count_lines,
-                                                                                       buffer, size)):
+    chunk_first = [1]                                          # the number of the chunk's first line
+    for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0]):
+        chunk_first[0] = first
         holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
         address = ctypes.addressof(holder)
         state.pos, state.line_no, state.done, state.last_candidate, state.flags = 0, first, 0, -1, 0
@@ -186,14 +186,6 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
 def _estimate(rows: int, read: int, total: int) -> int:
     """Rows of the whole file, from those of the bytes read so far (and a margin)."""
     return int(rows / max(read, 1) * total * 1.05) + 1024
-
-
-def _call(function, buffer: bytearray, size: int) -> int:
-    holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
-    try:
-        return function(ctypes.addressof(holder), size)
-    finally:
-        del holder
 
 
 def _utf8(data: bytes, first: int, bad: list[int]) -> None:

@@ -15,7 +15,7 @@
    Every other line holding "iteration" and "|" is handed back (its offsets and number) for the Python
    parser, so values, notes, errors and line numbers stay those of the exact parser.
 
-   Numbers: Clinger's exact fast path (mantissa <= 2^53, |power of ten| <= 22: one correctly rounded
+   Numbers: Clinger's exact fast path (at most 15 digits, so below 2^53, |power of ten| <= 22: one correctly rounded
    IEEE operation, the double Python's float() returns); other numbers of the grammar go through
    strtod on a bounded NUL-terminated local copy, and are handed back unless strtod reads all of it. */
 #define _GNU_SOURCE
@@ -29,7 +29,6 @@ const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
 #define MAX_FIELDS 256            /* more fields on one line: handed back */
 #define MAX_TOKEN 512             /* longer number for strtod: handed back */
-#define EXACT (((uint64_t)1) << 53)
 
 enum { KIND_DROP = -1, KIND_SLOW = -2 };                 /* key_kind below, else a metric code >= 0 */
 enum { SEEN_TENSOR = 1, SEEN_LOCAL_NORM = 2 };          /* flags: "tensor(" / "local_norm/" in the chunk */
@@ -60,14 +59,35 @@ typedef struct {
     int64_t flags;                /* SEEN_* */
 } megatron_scan;
 
-typedef struct { int32_t order, field, code; int64_t step; double value; } row_t;
+#define B 1                       /* Python's \s for bytes, what bytes.strip() removes: \t \n \v \f \r and space */
+static const unsigned char BLANK[256] = {[9] = B, [10] = B, [11] = B, [12] = B, [13] = B, [32] = B};
+static int blank(unsigned char c) { return BLANK[c]; }
+static int digit(unsigned char c) { return (unsigned char)(c - '0') <= 9; }
 
-static int blank(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }   /* Python's \s, bytes.strip */
-static int digit(unsigned char c) { return c >= '0' && c <= '9'; }
+/* [s, s + n) equals key (n bytes), compared a word at a time. */
+static int same(const unsigned char *s, const unsigned char *key, int64_t n) {
+    uint64_t x, y;
+    if (n >= 8) {                                        /* words, the last one overlapping */
+        for (int64_t i = 0; i + 8 <= n; i += 8) {
+            memcpy(&x, s + i, 8);
+            memcpy(&y, key + i, 8);
+            if (x != y) return 0;
+        }
+        memcpy(&x, s + n - 8, 8);
+        memcpy(&y, key + n - 8, 8);
+        return x == y;
+    }
+    for (; n > 0; n--) if (*s++ != *key++) return 0;
+    return 1;
+}
 
-static const unsigned char *find(const unsigned char *s, const unsigned char *e, const char *needle, size_t n) {
-    if (e - s < (ptrdiff_t)n) return NULL;
-    return memmem(s, (size_t)(e - s), needle, n);
+/* The first "iteration" in [s, e), or NULL. */
+static const unsigned char *find_iteration(const unsigned char *s, const unsigned char *e) {
+    while (e - s >= 9 && (s = memchr(s, 'i', (size_t)(e - s - 8))) != NULL) {
+        if (same(s + 1, (const unsigned char *)"teration", 8)) return s;
+        s++;
+    }
+    return NULL;
 }
 
 /* SEEN_* for the text [s, e): a '(' ending "tensor(" or a '/' ending "local_norm/". */
@@ -83,50 +103,53 @@ static int64_t needles(const unsigned char *s, const unsigned char *e) {
 static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
                                  1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* The number [s, e) (already stripped) into *out; 0 when it is not of the grammar or not read exactly. */
-static int number(const unsigned char *s, const unsigned char *e, double *out) {
-    const unsigned char *p = s;
-    int negative = 0, any = 0, big = 0;
+/* The longest number of the grammar at s (reading no further than e): its end in *end and its value
+   in *out; 0 when none starts there or it is not read exactly. */
+static int number_at(const unsigned char *s, const unsigned char *e, const unsigned char **end, double *out) {
+    const unsigned char *p = s, *digits;
+    int negative = 0;
     uint64_t mantissa = 0;
-    int64_t fraction = 0, exponent = 0;
+    int64_t fraction = 0, exponent = 0, count;
+    if (e - s >= 3 && s[0] == 'n' && s[1] == 'a' && s[2] == 'n') { *end = s + 3; *out = NAN; return 1; }
     if (p < e && (*p == '+' || *p == '-')) negative = *p++ == '-';
-    if (e - s == 3 && memcmp(s, "nan", 3) == 0) { *out = NAN; return 1; }
-    for (; p < e && digit(*p); p++, any = 1) {
-        if (mantissa > (EXACT - 9) / 10) big = 1; else mantissa = mantissa * 10 + (uint64_t)(*p - '0');
-    }
+    for (digits = p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+    count = p - digits;
     if (p < e && *p == '.') {
-        for (p++; p < e && digit(*p); p++, any = 1, fraction++) {
-            if (mantissa > (EXACT - 9) / 10) big = 1; else mantissa = mantissa * 10 + (uint64_t)(*p - '0');
-        }
+        for (digits = ++p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+        fraction = p - digits;
     }
-    if (!any) return 0;
+    if (count + fraction == 0) return 0;
     if (p < e && (*p == 'e' || *p == 'E')) {
-        int minus = 0, exp_digits = 0;
+        int minus = 0;
         p++;
         if (p < e && (*p == '+' || *p == '-')) minus = *p++ == '-';
-        for (; p < e && digit(*p); p++, exp_digits++) {
-            if (exponent > 100000) big = 1; else exponent = exponent * 10 + (*p - '0');
-        }
-        if (!exp_digits) return 0;
+        for (digits = p; p < e && digit(*p); p++) if (exponent < 100000) exponent = exponent * 10 + (*p - '0');
+        if (p == digits) return 0;
         if (minus) exponent = -exponent;
     }
-    if (p != e) return 0;
+    *end = p;
     exponent -= fraction;
-    if (!big && exponent >= -22 && exponent <= 22) {
-        double value = (double)mantissa;                 /* exact: mantissa <= 2^53 */
+    if (count + fraction <= 15 && exponent >= -22 && exponent <= 22) {   /* 15 digits < 2^53: exact */
+        double value = (double)mantissa;
         value = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
         *out = negative ? -value : value;
         return 1;
     }
-    if (e - s >= MAX_TOKEN) return 0;
+    if (p - s >= MAX_TOKEN) return 0;                    /* wrapped mantissa above: strtod reads the text */
     char copy[MAX_TOKEN];
-    memcpy(copy, s, (size_t)(e - s));
-    copy[e - s] = '\0';
+    memcpy(copy, s, (size_t)(p - s));
+    copy[p - s] = '\0';
     char *stop = NULL;
     double value = strtod(copy, &stop);
-    if (stop != copy + (e - s)) return 0;                /* a locale that reads '.' otherwise */
+    if (stop != copy + (p - s)) return 0;                /* a locale that reads '.' otherwise */
     *out = value;
     return 1;
+}
+
+/* The number that is exactly [s, e) (already stripped) into *out; 0 when it is not one. */
+static int number(const unsigned char *s, const unsigned char *e, double *out) {
+    const unsigned char *end = NULL;
+    return number_at(s, e, &end, out) && end == e;
 }
 
 /* The rank a launcher prefix [s, e) names ("[default3]:", Slurm "3: "), else -1 (lines.RANK_PREFIX). */
@@ -161,8 +184,11 @@ static void strip(const unsigned char **s, const unsigned char **e) {
 
 /* One line holding "iteration" (at `it`) and a '|': its rows into `rows`; the count, or -1 to hand it
    back, -2 to hand it back because it holds a key Python has not passed in yet. */
+static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
+                          double *value, const unsigned char **r);
+
 static int take_line(megatron_scan *st, const unsigned char *a, const unsigned char *b, const unsigned char *it,
-                     row_t *rows, int64_t *guess, int64_t *iteration, int64_t *rank, int64_t *flags) {
+                     int32_t *keys, double *values, int64_t *guess, int64_t *iteration, int64_t *rank, int64_t *flags) {
     const unsigned char *p = it + 9;
     int64_t counter = 0;
     int n = 0, count = 0, fields = 0;
@@ -181,14 +207,22 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     *iteration = counter;
     *rank = rank_of(a, it);
     for (const unsigned char *q = bar + 1;; fields++) {
-        const unsigned char *r = memchr(q, '|', (size_t)(b - q));
+        if (fields >= MAX_FIELDS) return -1;
+        const unsigned char *ks, *ke, *vs, *ve, *r;
+        int64_t k = guess[fields];
+        if (expected_field(st, q, b, k, &values[count], &r)) {
+            *flags |= st->key_flags[k];
+            keys[count++] = (int32_t)k;
+            q = r + 1;
+            continue;
+        }
+        r = memchr(q, '|', (size_t)(b - q));
         if (r == NULL) {                                   /* after the last '|': blanks only */
             for (; q < b; q++) if (!blank(*q)) return -1;
             break;
         }
-        if (fields >= MAX_FIELDS) return -1;
         const unsigned char *colon = memchr(q, ':', (size_t)(r - q));
-        const unsigned char *ks = q, *ke = colon ? colon : r, *vs = colon ? colon + 1 : r, *ve = r;
+        ks = q, ke = colon ? colon : r, vs = colon ? colon + 1 : r, ve = r;
         strip(&ks, &ke);
         strip(&vs, &ve);
         if (colon == NULL || ks == ke || vs == ve) {       /* the Python parser skips it */
@@ -196,30 +230,50 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
             q = r + 1;
             continue;
         }
-        int64_t k = key_index(st, ks, (size_t)(ke - ks), guess[fields]);
+        k = key_index(st, ks, (size_t)(ke - ks), k);
         if (k < 0) return -2;                              /* a key Python has not seen yet */
-        if (st->key_kind[k] == KIND_SLOW) return -1;
         guess[fields] = k;
+        int32_t kind = st->key_kind[k];
+        if (kind == KIND_SLOW) return -1;
         *flags |= st->key_flags[k];
-        if (st->key_kind[k] == KIND_DROP) {
+        if (kind == KIND_DROP) {
             *flags |= needles(vs, ve);
         } else {
-            row_t *row = &rows[count++];
-            if (!number(vs, ve, &row->value)) return -1;
-            row->order = st->key_order[k];
-            row->field = fields;
-            row->code = st->key_kind[k];
-            row->step = counter + st->key_shift[k];
+            if (!number(vs, ve, &values[count])) return -1;
+            keys[count++] = (int32_t)k;
         }
         q = r + 1;
     }
-    for (int i = 1; i < count; i++) {                      /* stable: by key order, then field position */
-        row_t held = rows[i];
-        int j = i;
-        for (; j > 0 && rows[j - 1].order > held.order; j--) rows[j] = rows[j - 1];
-        rows[j] = held;
-    }
     return count;
+}
+
+/* The field at q when it holds key k (the same field of the line above, a metric's) and a plain
+   number: its value and its closing '|' (*r); 0 otherwise (the general path decides). */
+static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
+                          double *value, const unsigned char **r) {
+    if (k < 0 || st->key_kind[k] < 0) return 0;
+    const unsigned char *key = st->keys + st->key_start[k];
+    int64_t n = st->key_start[k + 1] - st->key_start[k];
+    const unsigned char *p = q;
+    while (p < b && blank(*p)) p++;
+    if (b - p <= n || !same(p, key, n)) return 0;
+    for (p += n; p < b && blank(*p); p++) {}
+    if (p >= b || *p != ':') return 0;
+    for (p++; p < b && blank(*p); p++) {}
+    if (!number_at(p, b, &p, value)) return 0;
+    while (p < b && blank(*p)) p++;
+    if (p >= b || *p != '|') return 0;
+    *r = p;
+    return 1;
+}
+
+/* perm: the fields of a line in table order: by key order, then by position (a stable sort). */
+static void sort_fields(const megatron_scan *st, const int32_t *keys, int count, int32_t *perm) {
+    for (int i = 0; i < count; i++) {
+        int j = i;
+        for (; j > 0 && st->key_order[keys[perm[j - 1]]] > st->key_order[keys[i]]; j--) perm[j] = perm[j - 1];
+        perm[j] = i;
+    }
 }
 
 static int hand_back(megatron_scan *st, int64_t start, int64_t end) {
@@ -243,19 +297,21 @@ static void advance(megatron_scan *st, const unsigned char *data, const unsigned
 /* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
    back a line with a new key (call again, with that key passed in). */
 int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
-    row_t rows[MAX_FIELDS];
+    int32_t keys[MAX_FIELDS], last_keys[MAX_FIELDS], perm[MAX_FIELDS];
+    double values[MAX_FIELDS];
     int64_t guess[MAX_FIELDS];
+    int last_count = -1;
     for (int i = 0; i < MAX_FIELDS; i++) guess[i] = -1;
     while (!st->done) {
         const unsigned char *a = data + st->pos;
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
         const unsigned char *b = nl ? nl : data + len;
-        const unsigned char *it = find(a, b, "iteration", 9);
+        const unsigned char *it = find_iteration(a, b);
         if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
             st->flags |= needles(a, b);
         } else {
             int64_t iteration = 0, rank = -1, flags = 0;
-            int count = take_line(st, a, b, it, rows, guess, &iteration, &rank, &flags);
+            int count = take_line(st, a, b, it, keys, values, guess, &iteration, &rank, &flags);
             if (count < 0) {
                 if (!hand_back(st, a - data, b - data)) return 1;
                 st->flags |= needles(a, b);
@@ -266,13 +322,19 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
                 }
             } else {
                 if (st->rows + count > st->rows_cap) return 1;
+                if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
+                    sort_fields(st, keys, count, perm);
+                    memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
+                    last_count = count;
+                }
                 for (int i = 0; i < count; i++) {
                     int64_t at = st->rows++;
+                    int32_t k = keys[perm[i]];
                     st->rank[at] = rank;
-                    st->step[at] = rows[i].step;
+                    st->step[at] = iteration + st->key_shift[k];
                     st->line[at] = st->line_no;
-                    st->code[at] = rows[i].code;
-                    st->value[at] = rows[i].value;
+                    st->code[at] = st->key_kind[k];
+                    st->value[at] = values[perm[i]];
                 }
                 if (count > 0) st->iteration[st->iterations++] = iteration;
                 st->flags |= flags;
@@ -294,12 +356,4 @@ int64_t logscan_non_ascii(const unsigned char *data, int64_t len) {
     }
     for (; i < len; i++) if (data[i] & 0x80) return i;
     return -1;
-}
-
-/* Number of '\n' in [data, data + len). */
-int64_t logscan_count_lines(const unsigned char *data, int64_t len) {
-    int64_t count = 0;
-    const unsigned char *p = data, *e = data + len;
-    while (p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL) { count++; p++; }
-    return count;
 }
