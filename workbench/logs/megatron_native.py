@@ -16,25 +16,12 @@ import ctypes
 import numpy as np
 
 from .lines import spans
+from .logscan import P32, P64, PF, Scan, library  # noqa: F401  (library: read_megatron's)
 
 TRUSTED = 1 << 20                # bytes read before their rows say how many the whole file holds
 BACK = 4096                      # lines handed back per call at most
 KIND_DROP, KIND_SLOW = -1, -2
 SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
-P64, P32, PF = (ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double))
-
-
-class Scan(ctypes.Structure):
-    """``megatron_scan`` of logscan.c, field for field."""
-
-    _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("key_order", P32),
-                ("key_shift", P32), ("key_flags", P32), ("nkeys", ctypes.c_int64),
-                ("rank", P64), ("step", P64), ("line", P64), ("code", P32), ("value", PF),
-                ("rows_cap", ctypes.c_int64), ("rows", ctypes.c_int64),
-                ("iteration", P64), ("iterations", ctypes.c_int64),
-                ("back", P64), ("back_cap", ctypes.c_int64), ("backs", ctypes.c_int64),
-                ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64), ("done", ctypes.c_int64),
-                ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64)]
 
 
 def _pointer(array: np.ndarray, kind):
@@ -114,19 +101,6 @@ def _resized(array: np.ndarray, count: int, capacity: int) -> np.ndarray:
     grown = np.empty(capacity, dtype=array.dtype)
     grown[:count] = array[:count]
     return grown
-
-
-def library():
-    from ..native import library as native
-
-    lib = native("logscan")
-    if lib is not None and not getattr(lib, "_workbench_typed", False):
-        lib.logscan_megatron.argtypes = [ctypes.POINTER(Scan), ctypes.c_void_p, ctypes.c_int64]
-        lib.logscan_megatron.restype = ctypes.c_int
-        lib.logscan_non_ascii.argtypes = [ctypes.c_void_p, ctypes.c_int64]
-        lib.logscan_non_ascii.restype = ctypes.c_int64
-        lib._workbench_typed = True
-    return lib
 
 
 def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norms):

@@ -10,8 +10,12 @@ UTF-8) is left to the per-line parser, so notes, errors and line numbers stay ex
 """
 from __future__ import annotations
 
+import ctypes
 import re
 
+import numpy as np
+
+from .logscan import PF, library
 from .norm_rows import NormBlock
 
 NORM_SIZE = b"norm_size:"
@@ -52,6 +56,13 @@ def _next_block_line(data: bytes, pos: int) -> int:
 def _fast_block(state, data: bytes, pos: int, number: int, finish) -> tuple[int, int] | None:
     """The array of the open block, from its first line at ``pos`` to the line holding ``]``:
     (where the next line starts, its number), or ``None`` for the per-line parser to read it."""
+    read = _native_block(state, data, pos)
+    if read is not None:
+        values, stop, ends = read
+        first_no, sizes, _ = state.block
+        state.block = None
+        state.pending.append(NormBlock(first_no, sizes, None, values))
+        return stop + 1, number + ends + 1
     close = data.find(b"]", pos)
     if close < 0:
         return None
@@ -72,3 +83,17 @@ def _fast_block(state, data: bytes, pos: int, number: int, finish) -> tuple[int,
         state.pending.append(block)
         state.batch.append(block)
     return stop + 1, number + body.count(b"\n") + 1
+
+
+def _native_block(state, data: bytes, pos: int):
+    """(values, offset of the block's last line end, line ends inside) read by the compiled scanner
+    when it reads the block exactly as the code below would, with ``norm_size``'s count; else ``None``."""
+    lib = library()
+    if lib is None or data.startswith(b"local_norm:", pos):       # (the line above the array: not one)
+        return None
+    sizes = state.block[1]
+    values = np.empty(len(sizes), dtype=np.float64)
+    stop, ends = ctypes.c_int64(), ctypes.c_int64()
+    count = lib.logscan_norm_block(data, len(data), pos, values.ctypes.data_as(PF), len(values),
+                                   ctypes.byref(stop), ctypes.byref(ends))
+    return (values, stop.value, ends.value) if count == len(values) else None
