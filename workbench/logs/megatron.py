@@ -33,6 +33,7 @@ HEAD = re.compile(rb"(?:^|\x00)(?:\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s))?[
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
 HEAD_END = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")     # HEAD's counter, found fast
 HEAD_RANK = re.compile(rb"\x00\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s)")          # HEAD's rank prefix, after a NUL
+ONE_TOKEN = re.compile(rb"(?:[ \t\r\x0b\x0c]*[^ \t\r\x0b\x0c\x00\[\]]+[ \t\r\x0b\x0c]*(?:\x00|\Z))+")  # NUL-separated values, one token each
 NAMED_NORM = re.compile(r"local_norm/(\S+):\s*(\S+)\s*$")
 NAMED_NORM_DEFINITION = "sum_sq_step"
 
@@ -100,8 +101,11 @@ def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> boo
         keys.append((key, joined))
     iterations, ranks = matched
     numbers = np.asarray(numbers, dtype=np.int64)
-    for key, joined in keys:
-        columns.add_block(key.strip(), iterations, joined.replace(b"\x00" + key + b":", b"\x00")[1:], numbers, ranks)
+    values = [joined.replace(b"\x00" + key + b":", b"\x00")[1:] for key, joined in keys]
+    if any(joined.count(b"\x00") != len(lines) - 1 or not ONE_TOKEN.fullmatch(joined) for joined in values):
+        return False             # a NUL, a field without a value or with several tokens: the line parser reads it
+    for (key, _), joined in zip(keys, values, strict=True):
+        columns.add_block(key.strip(), iterations, joined, numbers, ranks)
     return True
 
 
@@ -327,9 +331,15 @@ def _named_norms(label: str, named: list, notes: list[str]):
 
 
 def _with_patch_lists(result: LogSeries, path: Path, run: str | None) -> LogSeries:
+    """The local-norm patch's lists, when a log that mentions ``tensor(`` holds any (a log line that
+    merely prints a tensor is not an error)."""
+    from ..errors import InputError
     from .megatron_grads import read_patch_lists
 
-    lists = read_patch_lists(path, run or path.stem)
+    try:
+        lists = read_patch_lists(path, run or path.stem)
+    except InputError:
+        return result
     result.local_norms = lists.local_norms
     result.notes += lists.notes
     return result

@@ -107,7 +107,7 @@ def _monitor_line(state: _State, step: int, rest: str, number_: int) -> None:
 
 def _block_values(state: _State, first: int, sizes: np.ndarray, body: list[str], complete: bool):
     flat = " ".join(body).replace("[", " ").replace("]", " ")
-    summarised = "..." in flat
+    summarised = "..." in flat and "..." in flat.split()          # numpy's gap is a token of its own
     values = None if summarised else parse_joined(flat.encode(), len(sizes))
     head, tail, bad = [], [], []
     if values is None:                                   # summarised, or not all numbers: token by token
