@@ -141,6 +141,7 @@ def _store_block(state: _State, step: int, block: NormBlock) -> None:
 
 
 def _finish_block(state: _State, complete: bool = True) -> None:
+    _parse_batch(state)                  # the blocks set aside before this one first: errors in file order
     first, sizes, body = state.block
     state.block = None
     if not complete and len(" ".join(body).split()) < len(sizes):
