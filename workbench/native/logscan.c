@@ -64,6 +64,18 @@ static const unsigned char BLANK[256] = {[9] = B, [10] = B, [11] = B, [12] = B, 
 static int blank(unsigned char c) { return BLANK[c]; }
 static int digit(unsigned char c) { return (unsigned char)(c - '0') <= 9; }
 
+/* The first byte at or after p (before e) that is not a blank; runs of spaces eight at a time. */
+static const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+    uint64_t word;
+    while (e - p >= 8) {
+        memcpy(&word, p, 8);
+        if (word != 0x2020202020202020ULL) break;
+        p += 8;
+    }
+    while (p < e && blank(*p)) p++;
+    return p;
+}
+
 /* [s, s + n) equals key (n bytes), compared a word at a time. */
 static int same(const unsigned char *s, const unsigned char *key, int64_t n) {
     uint64_t x, y;
@@ -254,14 +266,13 @@ static int expected_field(const megatron_scan *st, const unsigned char *q, const
     if (k < 0 || st->key_kind[k] < 0) return 0;
     const unsigned char *key = st->keys + st->key_start[k];
     int64_t n = st->key_start[k + 1] - st->key_start[k];
-    const unsigned char *p = q;
-    while (p < b && blank(*p)) p++;
+    const unsigned char *p = skip_blanks(q, b);
     if (b - p <= n || !same(p, key, n)) return 0;
-    for (p += n; p < b && blank(*p); p++) {}
+    p = skip_blanks(p + n, b);
     if (p >= b || *p != ':') return 0;
-    for (p++; p < b && blank(*p); p++) {}
+    p = skip_blanks(p + 1, b);
     if (!number_at(p, b, &p, value)) return 0;
-    while (p < b && blank(*p)) p++;
+    p = skip_blanks(p, b);
     if (p >= b || *p != '|') return 0;
     *r = p;
     return 1;
