@@ -5,35 +5,29 @@ or without a timestamp, behind launcher prefixes (``[default0]:``, Slurm ``1: ``
 meaning and the update it belongs to come from ``datasets/log_formats.yaml``: the loss is the mean
 of the log interval ending at update N, the printed learning rate is the one update N+1 uses.
 
-Fast path: the iteration lines of a chunk that have the same number of fields are cut into
-columns with ``bytes.split`` and slicing, each column's key is checked for every line with one
-``count`` and its numbers are parsed by numpy in one call. A group whose keys differ from line to
-line goes through the per-line path. Between iteration lines, the workbench's named local-norm
-lines (``local_norm/<param>: value``, written by the torch reference trainer) are read; lists of
-the common local-norm patch (``[tensor(...), ...]``) are read by ``megatron_grads.read_patch_lists``.
+Fast paths: the compiled scanner (``megatron_native``, ``workbench/native/logscan.c``) when it is
+built, else the numpy column path (``megatron_columns``); a line either does not read exactly goes
+through the per-line path (``_slow_line``), which ``fast=False`` uses for every line.
+Between iteration lines, the workbench's named local-norm lines (``local_norm/<param>: value``,
+written by the torch reference trainer) are read; lists of the common local-norm patch (``[tensor(...), ...]``) are read by ``megatron_grads.read_patch_lists``.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from itertools import compress, repeat
-from operator import contains, itemgetter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .formats import LogFormat
+from .megatron_columns import fast_group, groups, iteration_lines
 from .lines import bad_bytes_note, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
 from .tables import categorical, frame, labels
 from .values import floats, parse_joined
 
-HEAD = re.compile(rb"(?:^|\x00)(?:\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s))?[^\x00]*?iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
-HEAD_END = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")     # HEAD's counter, found fast
-HEAD_RANK = re.compile(rb"\x00\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s)")          # HEAD's rank prefix, after a NUL
-ONE_TOKEN = re.compile(rb"(?:[ \t\r\x0b\x0c]*[^ \t\r\x0b\x0c\x00\[\]]+[ \t\r\x0b\x0c]*(?:\x00|\Z))+")  # NUL-separated values, one token each
 NAMED_NORM = re.compile(r"local_norm/(\S+):\s*(\S+)\s*$")
 NAMED_NORM_DEFINITION = "sum_sq_step"
 
@@ -82,54 +76,6 @@ def _unit_stripped(raw: list[bytes], unit: str) -> list[bytes]:
     return [value.strip().removesuffix(unit.encode()) for value in raw] if unit else raw
 
 
-def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> bool:
-    """Column-wise parse of iteration lines with the same number of '|'; False if keys differ."""
-    width = lines[0].count(b"|") + 1
-    pieces = b"|".join(lines).split(b"|")
-    if len(pieces) != width * len(lines) or b"".join(pieces[width - 1::width]).strip():
-        return False                                       # text after the last '|': a truncated line
-    matched = _heads(b"\x00".join(pieces[0::width]), len(lines))
-    if matched is None:
-        return False
-    keys = []
-    for column in range(1, width - 1):
-        values = pieces[column::width]
-        key = values[0].partition(b":")[0]
-        joined = b"\x00" + b"\x00".join(values)
-        if not key.strip() or joined.count(b"\x00" + key + b":") != len(values):
-            return False
-        keys.append((key, joined))
-    iterations, ranks = matched
-    numbers = np.asarray(numbers, dtype=np.int64)
-    values = [joined.replace(b"\x00" + key + b":", b"\x00")[1:] for key, joined in keys]
-    if any(joined.count(b"\x00") != len(lines) - 1 or not ONE_TOKEN.fullmatch(joined) for joined in values):
-        return False             # a NUL, a field without a value or with several tokens: the line parser reads it
-    for (key, _), joined in zip(keys, values, strict=True):
-        columns.add_block(key.strip(), iterations, joined, numbers, ranks)
-    return True
-
-
-def _heads(joined: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(iterations, ranks) of ``count`` NUL-separated line heads, each ending in ``iteration N/ T``;
-    ``None`` when one does not. Two quick scans; the full ``HEAD`` pattern only when some heads
-    carry a rank prefix and others do not."""
-    found = HEAD_END.findall(joined)
-    if len(found) != count:
-        return None
-    ranked = HEAD_RANK.findall(b"\x00" + joined)
-    if not ranked:
-        ranks = np.full(count, -1, dtype=np.int64)
-    elif len(ranked) == count:
-        ranks = np.array([int(a or b) for a, b in ranked], dtype=np.int64)
-    else:
-        matched = HEAD.findall(joined)
-        if len(matched) != count:
-            return None
-        found = [it for _, _, it in matched]
-        ranks = np.array([int(a or b) if (a or b) else -1 for a, b, _ in matched], dtype=np.int64)
-    return np.array(found, dtype=np.bytes_).astype(np.int64), ranks
-
-
 def _slow_line(line: bytes, number: int, columns: Columns) -> bool:
     """One iteration line field by field; False when its last field was cut off (no closing '|')."""
     read = line_fields(line)
@@ -162,9 +108,9 @@ def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> 
     current = None
     for first, data in chunks(path, notes):
         lines = data.split(b"\n")
-        found = _iteration_lines(lines)
-        for indices in _groups(lines, found):
-            if not fast or not _fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
+        found = iteration_lines(lines)
+        for indices in groups(lines, found):
+            if not fast or not fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
                 cut += [first + i for i in indices if not _slow_line(lines[i], first + i, columns)]
         patch = patch or b"tensor(" in data
         if b"local_norm/" in data:
@@ -183,7 +129,7 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
     """The ``local_norm/<param>: value`` lines of a chunk, each with the iteration printed above it;
     returns the iteration of the chunk's last iteration line (``current`` when it has none)."""
     lines = data.split(b"\n") if lines is None else lines
-    iteration_at = dict.fromkeys(_iteration_lines(lines) if found is None else found)
+    iteration_at = dict.fromkeys(iteration_lines(lines) if found is None else found)
     for i, line in enumerate(lines):
         if i in iteration_at:
             match = ITERATION.search(line)
@@ -193,26 +139,6 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
             if found_norm:
                 named.append((current, found_norm.group(1), found_norm.group(2), first + i))
     return current
-
-
-def _iteration_lines(lines: list[bytes]) -> list[int]:
-    """Indices of the lines holding ``iteration`` and ``|`` (tests run in C through ``map``)."""
-    named = list(compress(range(len(lines)), map(contains, lines, repeat(b"iteration"))))
-    if not named:
-        return []
-    held = itemgetter(*named)(lines) if len(named) > 1 else (lines[named[0]],)
-    return list(compress(named, map(contains, held, repeat(b"|"))))
-
-
-def _groups(lines: list[bytes], found: list[int]) -> list[list[int]]:
-    """``found`` grouped by the number of '|' of each line, in order of first appearance."""
-    counts = list(map(bytes.count, [lines[i] for i in found], repeat(b"|")))
-    if not counts or min(counts) == max(counts):
-        return [found] if found else []
-    groups = defaultdict(list)
-    for i, count in zip(found, counts, strict=True):
-        groups[count].append(i)
-    return list(groups.values())
 
 
 def _interval(iterations: np.ndarray) -> int:
