@@ -80,8 +80,12 @@ def test_every_field_form_at_every_chunk_size(tmp_path, monkeypatch, newline, fi
 
 
 def test_the_benchmark_logs_read_the_same(tmp_path, monkeypatch):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import logs as benchmark
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
+                                                  "benchmarks" / "logs.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
 
     benchmark.write_megatron(tmp_path / "megatron.log", 3000)
     benchmark.write_mindformers(tmp_path / "mindformers.log", 6, 1000)
