@@ -14,7 +14,9 @@ size; and the peak RSS of the process (ru_maxrss).
 
 With ``--floors``, also what the unavoidable pieces of any Python/numpy reader cost on the Megatron
 file in the same run: reading it in chunks and splitting the lines, parsing its numbers exactly
-(``fastnum``), building its row table from ready arrays — each against the 25 % budget.
+(``fastnum``), building its row table from ready arrays — each against the 25 % budget. The compiled
+scanner (``workbench/native/logscan.c``) is used when built; ``WORKBENCH_NATIVE=0`` measures the
+Python/numpy path instead.
 
     .venv/bin/python benchmarks/logs.py [--iterations 200000] [--mf-steps 300] [--params 1000] [--floors]
 """
@@ -116,7 +118,7 @@ def floors(path: Path, repeats: int) -> list[str]:
     rows = read_log(path).series
     text = b" ".join([b"1.000126E+01"] * len(rows))
     count = len(rows) // 13
-    parts = [(f"metric{k}", np.arange(count), np.ones(count), np.arange(count) * 2 + 1, np.full(count, -1))
+    parts = [(f"metric{k}", b"key", np.arange(count), np.ones(count), np.arange(count) * 2 + 1, np.full(count, -1))
              for k in range(13)]
     pieces = {"read + split lines": lambda: [data.split(b"\n") for _, data in chunks(path, [])],
               f"parse {len(rows)} numbers": lambda: token_floats(text, len(rows)),
@@ -125,6 +127,13 @@ def floors(path: Path, repeats: int) -> list[str]:
     for name, function in pieces.items():
         said.append(f"  {name:28s} CPU {timed(function, repeats)[1] * 1e3:7.0f} ms")
     return said
+
+
+def scanner() -> str:
+    from workbench.logs.logscan import library
+
+    return "compiled (workbench/native/logscan.c)" if library() is not None else \
+        "Python/numpy (WORKBENCH_NATIVE=0, or the library is not built: python workbench/native/build.py)"
 
 
 def main(argv=None) -> int:
@@ -147,7 +156,7 @@ def main(argv=None) -> int:
               f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target; "
               f"CPU time ratio {row['cpu ratio']:6.1%})  {row['rows']} series rows, {row['local norms']} local "
               f"norms, peak allocated {row['peak MB']:.0f} MB")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; scanner: {scanner()}")
     for line in said:
         print(line)
     return 0

@@ -17,7 +17,8 @@ from pathlib import Path
 CHUNK = 8 << 20                 # bytes read at a time
 MAX_LINE = 4 << 20              # a longer line is skipped with a note
 SNIFF = 256 << 10               # bytes looked at to detect the format
-RANK_PREFIX = re.compile(rb"^\s*(?:\[default(\d+)\]:|(\d+):\s)")
+SLACK = 64 << 10                # room in the read buffer for the part line a chunk carries over
+RANK_PREFIX = re.compile(rb"^\s*(?:\[default(\d{1,18})\]:|(\d{1,18}):\s)")   # int64 ranks only
 
 
 def head(path: Path, size: int = SNIFF) -> bytes:
@@ -29,44 +30,83 @@ def head(path: Path, size: int = SNIFF) -> bytes:
 def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
     """``(number of the first line, bytes of whole lines)`` for consecutive chunks of the file; a
     skipped line is left as an empty line so that line numbers stay right."""
-    number, carry, skipping, skipped = 1, b"", False, []
-    with open(path, "rb") as handle:
+    for number, buffer, size in spans(path, notes, max_line):
+        with memoryview(buffer) as view:
+            data = bytes(view[:size])
+        yield number, data
+
+
+def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
+    """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
+    the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
+    the next). ``count(buffer, size)``, called once the chunk is read, says how many line ends it
+    holds (``bytearray.count`` unless given: a scanner that has counted them already)."""
+    count = count or (lambda buffer, size: buffer.count(b"\n", 0, size))
+    number, carry, skipping, skipped = 1, 0, False, []
+    buffer = bytearray(CHUNK + SLACK)
+    with open(path, "rb", buffering=0) as handle:
         while True:
-            block = handle.read(CHUNK)
-            if not block:
+            if len(buffer) < carry + CHUNK:
+                buffer.extend(bytes(carry + CHUNK - len(buffer)))
+            with memoryview(buffer) as view:
+                got = handle.readinto(view[carry:carry + CHUNK])
+            if not got:
                 break
-            cut = block.rfind(b"\n")
+            filled = carry + got
+            cut = buffer.rfind(b"\n", carry, filled)
             if cut < 0:                                   # no line end in the whole block
-                if skipping or len(carry) + len(block) > max_line:
-                    skipping = True
-                    carry = b""
-                else:
-                    carry += block
+                skipping = skipping or filled > max_line
+                carry = 0 if skipping else filled
                 continue
-            data = carry + block[:cut]
-            carry = block[cut + 1:]
+            start = 0
             if skipping:                                  # the rest of an over-long line
                 skipped.append(number)
-                data = data[data.find(b"\n"):] if b"\n" in data else b""
+                start = buffer.find(b"\n", 0, cut)
+                start = cut if start < 0 else start
                 skipping = False
-            data = _blank_long_lines(data, number, max_line, skipped)
-            yield number, data
-            number += data.count(b"\n") + 1
-            if len(carry) > max_line:
-                skipping, carry = True, b""
+            with memoryview(buffer) as view:
+                rest = bytes(view[cut + 1:filled])
+            size = _chunk(buffer, start, cut, number, max_line, skipped)
+            yield number, buffer, size
+            number += count(buffer, size) + 1
+            buffer[:len(rest)] = rest
+            carry = len(rest)
+            if carry > max_line:
+                skipping, carry = True, 0
         if skipping:
             skipped.append(number)
         elif carry:
-            yield number, _blank_long_lines(carry, number, max_line, skipped)
+            size = _chunk(buffer, 0, carry, number, max_line, skipped)
+            yield number, buffer, size
     if skipped:
         shown = ", ".join(str(n) for n in skipped[:5])
         notes.append(f"{len(skipped)} line(s) longer than {max_line >> 20} MiB skipped (line {shown}"
                      f"{', ...' if len(skipped) > 5 else ''})")
 
 
+def _chunk(buffer: bytearray, start: int, end: int, number: int, max_line: int, skipped: list[int]) -> int:
+    """Moves the chunk ``buffer[start:end]`` to the buffer's start, its over-long lines emptied; its size."""
+    if end - start > max_line and not _no_long_line(buffer, max_line, start, end):
+        data = _blank_long_lines(bytes(buffer[start:end]), number, max_line, skipped)
+        buffer[:len(data)] = data
+        return len(data)
+    if start:
+        _move(buffer, start, end)
+    return end - start
+
+
+def _move(buffer: bytearray, start: int, end: int) -> None:
+    """``buffer[start:end]`` to the buffer's start, in place (the ranges may overlap)."""
+    import ctypes
+
+    holder = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+    try:
+        ctypes.memmove(ctypes.addressof(holder), ctypes.addressof(holder) + start, end - start)
+    finally:
+        del holder
+
+
 def _blank_long_lines(data: bytes, number: int, max_line: int, skipped: list[int]) -> bytes:
-    if len(data) <= max_line or _no_long_line(data, max_line):
-        return data
     lines = data.split(b"\n")
     for index, line in enumerate(lines):
         if len(line) > max_line:
@@ -75,12 +115,12 @@ def _blank_long_lines(data: bytes, number: int, max_line: int, skipped: list[int
     return b"\n".join(lines)
 
 
-def _no_long_line(data: bytes, max_line: int) -> bool:
-    """True when every line of ``data`` is at most ``max_line`` bytes: a longer line would hold a
-    whole aligned stretch of ``max_line // 2`` bytes without a line end, so one ``find`` per such
-    stretch tells (each stops at its first line end)."""
+def _no_long_line(data: bytearray, max_line: int, begin: int, end: int) -> bool:
+    """True when every line of ``data[begin:end]`` is at most ``max_line`` bytes: a longer line would
+    hold a whole aligned stretch of ``max_line // 2`` bytes without a line end, so one ``find`` per
+    such stretch tells (each stops at its first line end)."""
     half = max(max_line // 2, 1)
-    return all(data.find(b"\n", start, start + half) >= 0 for start in range(0, len(data) - half + 1, half))
+    return all(data.find(b"\n", start, start + half) >= 0 for start in range(begin, end - half + 1, half))
 
 
 def text(line: bytes, bad: list[int] | None = None, number: int = 0) -> str:

@@ -5,33 +5,29 @@ or without a timestamp, behind launcher prefixes (``[default0]:``, Slurm ``1: ``
 meaning and the update it belongs to come from ``datasets/log_formats.yaml``: the loss is the mean
 of the log interval ending at update N, the printed learning rate is the one update N+1 uses.
 
-Fast path: the iteration lines of a chunk that have the same number of fields are cut into
-columns with ``bytes.split`` and slicing, each column's key is checked for every line with one
-``count`` and its numbers are parsed by numpy in one call. A group whose keys differ from line to
-line goes through the per-line path. Between iteration lines, the workbench's named local-norm
-lines (``local_norm/<param>: value``, written by the torch reference trainer) are read; lists of
-the common local-norm patch (``[tensor(...), ...]``) are read by ``megatron_grads.read_patch_lists``.
+Fast paths: the compiled scanner (``megatron_native``, ``workbench/native/logscan.c``) when it is
+built, else the numpy column path (``megatron_columns``); a line either does not read exactly goes
+through the per-line path (``_slow_line``), which ``fast=False`` uses for every line.
+Between iteration lines, the workbench's named local-norm lines (``local_norm/<param>: value``,
+written by the torch reference trainer) are read; lists of the common local-norm patch (``[tensor(...), ...]``) are read by ``megatron_grads.read_patch_lists``.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from itertools import compress, repeat
-from operator import contains, itemgetter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .formats import LogFormat
+from .megatron_columns import fast_group, groups, iteration_lines
 from .lines import bad_bytes_note, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
-from .tables import frame
+from .tables import categorical, frame, labels
 from .values import floats, parse_joined
 
-HEAD = re.compile(rb"(?:^|\x00)(?:\s*(?:\[default(\d+)\]:|(\d+):\s))?[^\x00]*?iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
-HEAD_END = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*\d{1,18}\s*(?=\x00|$)")     # HEAD's counter, found fast
-HEAD_RANK = re.compile(rb"\x00\s*(?:\[default(\d+)\]:|(\d+):\s)")          # HEAD's rank prefix, after a NUL
 NAMED_NORM = re.compile(r"local_norm/(\S+):\s*(\S+)\s*$")
 NAMED_NORM_DEFINITION = "sum_sq_step"
 
@@ -80,85 +76,45 @@ def _unit_stripped(raw: list[bytes], unit: str) -> list[bytes]:
     return [value.strip().removesuffix(unit.encode()) for value in raw] if unit else raw
 
 
-def _fast_group(lines: list[bytes], numbers: list[int], columns: Columns) -> bool:
-    """Column-wise parse of iteration lines with the same number of '|'; False if keys differ."""
-    width = lines[0].count(b"|") + 1
-    pieces = b"|".join(lines).split(b"|")
-    if len(pieces) != width * len(lines) or b"".join(pieces[width - 1::width]).strip():
-        return False                                       # text after the last '|': a truncated line
-    matched = _heads(b"\x00".join(pieces[0::width]), len(lines))
-    if matched is None:
-        return False
-    keys = []
-    for column in range(1, width - 1):
-        values = pieces[column::width]
-        key = values[0].partition(b":")[0]
-        joined = b"\x00" + b"\x00".join(values)
-        if not key.strip() or joined.count(b"\x00" + key + b":") != len(values):
-            return False
-        keys.append((key, joined))
-    iterations, ranks = matched
-    numbers = np.asarray(numbers, dtype=np.int64)
-    for key, joined in keys:
-        columns.add_block(key.strip(), iterations, joined.replace(b"\x00" + key + b":", b"\x00")[1:], numbers, ranks)
-    return True
-
-
-def _heads(joined: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(iterations, ranks) of ``count`` NUL-separated line heads, each ending in ``iteration N/ T``;
-    ``None`` when one does not. Two quick scans; the full ``HEAD`` pattern only when some heads
-    carry a rank prefix and others do not."""
-    found = HEAD_END.findall(joined)
-    if len(found) != count:
-        return None
-    ranked = HEAD_RANK.findall(b"\x00" + joined)
-    if not ranked:
-        ranks = np.full(count, -1, dtype=np.int64)
-    elif len(ranked) == count:
-        ranks = np.array([int(a or b) for a, b in ranked], dtype=np.int64)
-    else:
-        matched = HEAD.findall(joined)
-        if len(matched) != count:
-            return None
-        found = [it for _, _, it in matched]
-        ranks = np.array([int(a or b) if (a or b) else -1 for a, b, _ in matched], dtype=np.int64)
-    return np.array(found, dtype=np.bytes_).astype(np.int64), ranks
-
-
 def _slow_line(line: bytes, number: int, columns: Columns) -> bool:
     """One iteration line field by field; False when its last field was cut off (no closing '|')."""
+    read = line_fields(line)
+    if read is None:
+        return True
+    rank, iteration, fields, complete = read
+    for key, value in fields:
+        columns.add(key, [iteration], [value], [number], [rank])
+    return complete
+
+
+def line_fields(line: bytes) -> tuple[int, int, list[tuple[bytes, bytes]], bool] | None:
+    """(rank, iteration, [(stripped key, stripped value)], whether the last '|' closes the line) of an
+    iteration line, ``None`` when it is not one."""
     match = ITERATION.search(line)
     if match is None:
-        return True
+        return None
     rank, iteration = rank_of(line[:match.start()]), int(match.group(1))
     pieces = line[match.end():].split(b"|")
+    fields = []
     for piece in pieces[1:-1]:                            # the last piece follows the last '|'
         key, colon, value = piece.partition(b":")
         if colon and key.strip() and value.strip():
-            columns.add(key.strip(), [iteration], [value.strip()], [number], [rank])
-    return not pieces[-1].strip()
+            fields.append((key.strip(), value.strip()))
+    return rank, iteration, fields, not pieces[-1].strip()
 
 
-def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> tuple[list, bool, list[int]]:
+def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> tuple[list, bool, list[int], list[int]]:
     named, patch, bad, cut = [], False, [], []
     current = None
     for first, data in chunks(path, notes):
         lines = data.split(b"\n")
-        found = _iteration_lines(lines)
-        for indices in _groups(lines, found):
-            if not fast or not _fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
+        found = iteration_lines(lines)
+        for indices in groups(lines, found):
+            if not fast or not fast_group([lines[i] for i in indices], [first + i for i in indices], columns):
                 cut += [first + i for i in indices if not _slow_line(lines[i], first + i, columns)]
         patch = patch or b"tensor(" in data
         if b"local_norm/" in data:
-            iteration_at = dict.fromkeys(found)
-            for i, line in enumerate(lines):
-                if i in iteration_at:
-                    match = ITERATION.search(line)
-                    current = int(match.group(1)) if match else current
-                elif b"local_norm/" in line:
-                    found_norm = NAMED_NORM.search(text(line, bad, first + i))
-                    if found_norm:
-                        named.append((current, found_norm.group(1), found_norm.group(2), first + i))
+            current = _named_in_chunk(data, first, current, named, bad, lines, found)
         elif found:
             match = ITERATION.search(lines[found[-1]])
             current = int(match.group(1)) if match else current
@@ -166,64 +122,79 @@ def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> 
             data.isascii() or data.decode("utf-8")
         except UnicodeDecodeError as error:
             bad.append(first + data.count(b"\n", 0, error.start))
-    if cut:
-        notes.append(f"{len(cut)} iteration line(s) cut off before their last '|' (first: line {cut[0]}): "
-                     "their last field is left out")
-    return named, patch, bad
+    return named, patch, bad, cut
 
 
-def _iteration_lines(lines: list[bytes]) -> list[int]:
-    """Indices of the lines holding ``iteration`` and ``|`` (tests run in C through ``map``)."""
-    named = list(compress(range(len(lines)), map(contains, lines, repeat(b"iteration"))))
-    if not named:
-        return []
-    held = itemgetter(*named)(lines) if len(named) > 1 else (lines[named[0]],)
-    return list(compress(named, map(contains, held, repeat(b"|"))))
-
-
-def _groups(lines: list[bytes], found: list[int]) -> list[list[int]]:
-    """``found`` grouped by the number of '|' of each line, in order of first appearance."""
-    counts = list(map(bytes.count, [lines[i] for i in found], repeat(b"|")))
-    if not counts or min(counts) == max(counts):
-        return [found] if found else []
-    groups = defaultdict(list)
-    for i, count in zip(found, counts, strict=True):
-        groups[count].append(i)
-    return list(groups.values())
+def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int], lines=None, found=None):
+    """The ``local_norm/<param>: value`` lines of a chunk, each with the iteration printed above it;
+    returns the iteration of the chunk's last iteration line (``current`` when it has none)."""
+    lines = data.split(b"\n") if lines is None else lines
+    iteration_at = dict.fromkeys(iteration_lines(lines) if found is None else found)
+    for i, line in enumerate(lines):
+        if i in iteration_at:
+            match = ITERATION.search(line)
+            current = int(match.group(1)) if match else current
+        elif b"local_norm/" in line:
+            found_norm = NAMED_NORM.search(text(line, bad, first + i))
+            if found_norm:
+                named.append((current, found_norm.group(1), found_norm.group(2), first + i))
+    return current
 
 
 def _interval(iterations: np.ndarray) -> int:
+    """The most common step between printed iterations (the first seen among equally common ones)."""
     steps = np.diff(np.unique(iterations))
     if steps.size == 0:
         return 1
-    return int(Counter(steps.tolist()).most_common(1)[0][0])
+    values, first, counts = np.unique(steps, return_index=True, return_counts=True)
+    common = np.flatnonzero(counts == counts.max())
+    return int(values[common[np.argmin(first[common])]])
 
 
 def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
     """Every iteration line of a Megatron / MindSpeed-LLM log (see the module doc); ``fast=False``
-    reads every iteration line field by field (the reference the fast path is tested against)."""
+    reads every iteration line field by field (the reference the fast path is tested against). The
+    fast path is the compiled scanner when it is built (``megatron_native``), else numpy's."""
+    from . import megatron_native
+
     notes: list[str] = []
-    columns = Columns(lambda key: getattr(fmt.meaning(key.decode("utf-8", errors="replace")), "unit", ""))
-    named, patch, bad = _scan(path, columns, notes, fast)
+    def meaning_of(key: bytes):
+        return fmt.meaning(key.decode("utf-8", errors="replace"))
+    columns = Columns(lambda key: getattr(meaning_of(key), "unit", ""))
+    lib = megatron_native.library() if fast else None
+    native = None
+    if lib is None:
+        named, patch, bad, cut = _scan(path, columns, notes, fast)
+    else:
+        named, patch, bad, cut, native = megatron_native.scan(path, columns, notes, lib, meaning_of, _slow_line,
+                                                              _named_in_chunk)
+    if cut:
+        notes.append(f"{len(cut)} iteration line(s) cut off before their last '|' (first: line {min(cut)}): "
+                     "their last field is left out")
     label = run or path.stem
-    parts, unknown, garbled, all_iterations = [], [], 0, []
+    parts, garbled, all_iterations = [], 0, []
+    seen = set(columns.data) | set(native[0].keys if native else ())
+    unknown = [key.decode("utf-8", errors="replace") for key in seen if meaning_of(key) is None]
     for key, segments in columns.data.items():
-        meaning = fmt.meaning(key.decode("utf-8", errors="replace"))
+        meaning = meaning_of(key)
         if meaning is None:
-            unknown.append(key.decode("utf-8", errors="replace"))
             continue
         iterations, values, lines, ranks, wrong = Columns.arrays(segments, meaning.unit)
         garbled += wrong
         all_iterations.append(iterations)
-        parts.append((meaning.metric, iterations + (1 if meaning.step == "next" else 0), values, lines, ranks))
-    series = _series_frame(label, parts)
+        parts.append((meaning.metric, key, iterations + (1 if meaning.step == "next" else 0), values, lines, ranks))
+    native_rows = None
+    if native is not None:
+        native_rows = native[1].columns(native[2])
+        all_iterations.append(native_rows[5])
+    series = _series_frame(label, parts, native_rows, native[1].metrics if native else [])
     facts = {"step_base": "iteration N = update N; the printed learning rate is update N+1's"}
     interval = _interval(np.concatenate(all_iterations)) if all_iterations else 1
     facts["log_interval"] = interval
     if interval > 1:
         notes.append(f"--log-interval {interval}: losses are means over the {interval} iterations ending at "
                      "each printed one; grad norm, loss scale, params norm are the last iteration's")
-    if any(metric == "lr" for metric, *_ in parts):
+    if any(getattr(meaning_of(key), "metric", "") == "lr" for key in seen):
         notes.append("Megatron prints the learning rate of the next update: lr values are put on step N+1")
     if unknown:
         notes.append(f"fields not in datasets/log_formats.yaml kept out: {', '.join(sorted(set(unknown)))[:300]}")
@@ -237,25 +208,34 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool
     return result
 
 
-def _series_frame(label: str, parts: list):
-    import pandas as pd
-
-    if not parts:
+def _series_frame(label: str, parts: list, native=None, metrics=()):
+    """The series table: rows in file order, the fields of a line by (metric, printed key). ``parts``:
+    (metric, key, steps, values, lines, ranks) read in Python; ``native``: (rank, step, line, code,
+    value, ...) rows of the compiled scanner, already in that order, codes into ``metrics``."""
+    metrics = list(metrics)
+    parts = sorted(parts, key=lambda part: part[:2])
+    if parts:
+        lines = np.concatenate([part[4] for part in parts])
+        order = np.argsort(lines, kind="stable")               # file order; fields of a line by metric, key
+        codes = np.concatenate([np.full(len(part[2]), _code(metrics, part[0]), dtype=np.int32) for part in parts])
+        columns = [np.concatenate([part[index] for part in parts])[order] for index in (5, 2)]
+        columns += [lines[order], codes[order], np.concatenate([part[3] for part in parts])[order]]
+    if native is not None and parts:
+        at = np.searchsorted(native[2], columns[2])
+        columns = [np.insert(whole, at, some) for whole, some in zip(native[:5], columns, strict=True)]
+    elif native is not None:
+        columns = native[:5]
+    if not parts and native is None or len(columns[0]) == 0:
         return frame([], SERIES_COLUMNS)
-    parts = sorted(parts, key=lambda part: part[0])
-    count = sum(len(steps) for _, steps, *_ in parts)
-    lines = np.concatenate([lines for *_, lines, _ in parts])
-    order = np.argsort(lines, kind="stable")               # file order; fields of a line by metric
-    codes = np.concatenate([np.full(len(steps), index) for index, (_, steps, *_) in enumerate(parts)])
-    names = np.array([metric for metric, *_ in parts], dtype=object)
-    return pd.DataFrame({
-        "run": np.array([label] * count, dtype=object),
-        "rank": np.concatenate([ranks for *_, ranks in parts])[order],
-        "step": np.concatenate([steps for _, steps, *_ in parts])[order],
-        "metric": names[codes[order]],
-        "value": np.concatenate([values for _, _, values, *_ in parts])[order],
-        "line": lines[order],
-    }, copy=False)
+    rank, step, line, code, value = columns
+    return pd.DataFrame({"run": labels(label, len(rank)), "rank": rank, "step": step,
+                         "metric": categorical(code, metrics), "value": value, "line": line}, copy=False)
+
+
+def _code(metrics: list[str], metric: str) -> int:
+    if metric not in metrics:
+        metrics.append(metric)
+    return metrics.index(metric)
 
 
 def _named_norms(label: str, named: list, notes: list[str]):
@@ -277,9 +257,15 @@ def _named_norms(label: str, named: list, notes: list[str]):
 
 
 def _with_patch_lists(result: LogSeries, path: Path, run: str | None) -> LogSeries:
+    """The local-norm patch's lists, when a log that mentions ``tensor(`` holds any (a log line that
+    merely prints a tensor is not an error)."""
+    from ..errors import InputError
     from .megatron_grads import read_patch_lists
 
-    lists = read_patch_lists(path, run or path.stem)
+    try:
+        lists = read_patch_lists(path, run or path.stem)
+    except InputError:
+        return result
     result.local_norms = lists.local_norms
     result.notes += lists.notes
     return result

@@ -107,7 +107,7 @@ def _monitor_line(state: _State, step: int, rest: str, number_: int) -> None:
 
 def _block_values(state: _State, first: int, sizes: np.ndarray, body: list[str], complete: bool):
     flat = " ".join(body).replace("[", " ").replace("]", " ")
-    summarised = "..." in flat
+    summarised = "..." in flat and "..." in flat.split()          # numpy's gap is a token of its own
     values = None if summarised else parse_joined(flat.encode(), len(sizes))
     head, tail, bad = [], [], []
     if values is None:                                   # summarised, or not all numbers: token by token
@@ -141,6 +141,7 @@ def _store_block(state: _State, step: int, block: NormBlock) -> None:
 
 
 def _finish_block(state: _State, complete: bool = True) -> None:
+    _parse_batch(state)                  # the blocks set aside before this one first: errors in file order
     first, sizes, body = state.block
     state.block = None
     if not complete and len(" ".join(body).split()) < len(sizes):

@@ -10,8 +10,12 @@ UTF-8) is left to the per-line parser, so notes, errors and line numbers stay ex
 """
 from __future__ import annotations
 
+import ctypes
 import re
 
+import numpy as np
+
+from .logscan import PF, library
 from .norm_rows import NormBlock
 
 NORM_SIZE = b"norm_size:"
@@ -22,10 +26,10 @@ NOT_ARRAY_LINE = re.compile(rb"\n(?![ \t\r\x0b\x0c]*[\[\-0-9.ni])")      # a lat
 def scan(state, data: bytes, first: int, line, finish) -> None:
     """Every line of ``data`` (whole lines, the first numbered ``first``) into ``state``: ``line`` is
     the per-line parser, ``finish`` ends a block it would end."""
-    pos, number, end = 0, first, len(data)
+    pos, number, end, lib = 0, first, len(data), library()
     while pos <= end:
         if state.block is not None and not state.block[2] and state.groups is None:
-            moved = _fast_block(state, data, pos, number, finish)
+            moved = _fast_block(state, data, pos, number, finish, lib)
             if moved is not None:
                 pos, number = moved
                 continue
@@ -49,9 +53,16 @@ def _next_block_line(data: bytes, pos: int) -> int:
     return len(data) + 1 if at < 0 else (data.rfind(b"\n", pos, at) + 1 or pos)
 
 
-def _fast_block(state, data: bytes, pos: int, number: int, finish) -> tuple[int, int] | None:
+def _fast_block(state, data: bytes, pos: int, number: int, finish, lib=None) -> tuple[int, int] | None:
     """The array of the open block, from its first line at ``pos`` to the line holding ``]``:
     (where the next line starts, its number), or ``None`` for the per-line parser to read it."""
+    read = _native_block(state, data, pos, lib)
+    if read is not None:
+        values, stop, ends = read
+        first_no, sizes, _ = state.block
+        state.block = None
+        state.pending.append(NormBlock(first_no, sizes, None, values))
+        return stop + 1, number + ends + 1
     close = data.find(b"]", pos)
     if close < 0:
         return None
@@ -72,3 +83,17 @@ def _fast_block(state, data: bytes, pos: int, number: int, finish) -> tuple[int,
         state.pending.append(block)
         state.batch.append(block)
     return stop + 1, number + body.count(b"\n") + 1
+
+
+def _native_block(state, data: bytes, pos: int, lib):
+    """(values, offset of the block's last line end, line ends inside) read by the compiled scanner
+    ``lib`` when it reads the block exactly as the code above would, with ``norm_size``'s count; else
+    ``None``."""
+    if lib is None or data.startswith(b"local_norm:", pos):       # (the line above the array: not one)
+        return None
+    sizes = state.block[1]
+    values = np.empty(len(sizes), dtype=np.float64)
+    stop, ends = ctypes.c_int64(), ctypes.c_int64()
+    count = lib.logscan_norm_block(data, len(data), pos, values.ctypes.data_as(PF), len(values),
+                                   ctypes.byref(stop), ctypes.byref(ends))
+    return (values, stop.value, ends.value) if count == len(values) else None

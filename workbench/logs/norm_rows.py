@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import LOCAL_NORM_COLUMNS
-from .tables import COLUMN_TYPES, frame
+from .tables import frame, labels
 
 
 @dataclass
@@ -37,27 +37,33 @@ class NormBlock:
         return np.where(inside, self.sizes[np.where(inside, positions, 0)] if len(self.sizes) else -1, -1)
 
 
-def _block_columns(blocks: list[NormBlock], run: str, rank: int) -> dict:
-    """The columns of consecutive blocks, built once for all of them."""
+def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
+    """The columns (but ``run``) of consecutive blocks, built once for all of them."""
     counts = [len(block) for block in blocks]
     total = sum(counts)
     def repeat(values, dtype):
         return np.repeat(np.array(values, dtype=dtype), counts)
     positions = [np.arange(count, dtype=np.int64) if block.positions is None else block.positions
                  for block, count in zip(blocks, counts, strict=True)]
-    return {"run": _objects(run, total), "rank": np.full(total, rank, dtype=np.int64),
+    definitions, start = np.empty(total, dtype=object), 0
+    for block, count in zip(blocks, counts, strict=True):
+        definitions[start:start + count] = block.definition
+        start += count
+    return {"rank": np.full(total, rank, dtype=np.int64),
             "step": repeat([block.step for block in blocks], np.int64),
             "micro_step": np.full(total, -1, dtype=np.int64),
             "position": np.concatenate(positions).astype(np.int64, copy=False),
             "param": _objects("", total),
             "numel": np.concatenate([block.numel() for block in blocks]).astype(np.int64, copy=False),
             "value": np.concatenate([block.values for block in blocks]).astype(np.float64, copy=False),
-            "definition": repeat([block.definition for block in blocks], object),
+            "definition": definitions,
             "line": repeat([block.first for block in blocks], np.int64)}
 
 
 def _objects(value: str, count: int) -> np.ndarray:
-    return np.array([value] * count, dtype=object)          # several times faster than np.full here
+    filled = np.empty(count, dtype=object)
+    filled.fill(value)
+    return filled
 
 
 def recent_count(norms: list, step: int, definition: str, window: int = 5000) -> int:
@@ -77,16 +83,16 @@ def recent_count(norms: list, step: int, definition: str, window: int = 5000) ->
 
 
 def norm_frame(norms: list, run: str, rank: int) -> pd.DataFrame:
-    """The local-norm table of ``norms`` (tuples and ``NormBlock``s) in their order."""
+    """The local-norm table of ``norms`` (tuples and ``NormBlock``s, every one of run ``run``) in their order."""
     if not any(isinstance(item, NormBlock) for item in norms):
         return frame(norms, LOCAL_NORM_COLUMNS)
     parts = []
     for is_block, group in groupby(norms, key=lambda item: isinstance(item, NormBlock)):
         if is_block:
-            parts.append(_block_columns(list(group), run, rank))
+            parts.append(_block_columns(list(group), rank))
         else:
             table = frame(list(group), LOCAL_NORM_COLUMNS)
-            parts.append({column: table[column].to_numpy() for column in LOCAL_NORM_COLUMNS})
-    data = {column: np.concatenate([part[column] for part in parts]) for column in LOCAL_NORM_COLUMNS}
-    table = pd.DataFrame(data, copy=False)
-    return table.astype({column: COLUMN_TYPES[column] for column in LOCAL_NORM_COLUMNS}, copy=False)
+            parts.append({column: table[column].to_numpy() for column in LOCAL_NORM_COLUMNS[1:]})
+    data = parts[0] if len(parts) == 1 else {column: np.concatenate([part[column] for part in parts])
+                                             for column in LOCAL_NORM_COLUMNS[1:]}
+    return pd.DataFrame({"run": labels(run, len(data["value"])), **data}, copy=False)

@@ -28,18 +28,30 @@ def detect_text(sample: bytes) -> str | None:
 
     formats = load_formats()
     scores = {}
-    lines = sample.split(b"\n")
     for name in TEXT_FORMATS:
         marked = set()
         for marks in formats[name].detect:
             first, *rest = (mark.encode() for mark in marks)
-            marked.update(i for i, line in enumerate(lines) if first in line and all(mark in line for mark in rest))
+            marked.update(_lines_with(sample, first, rest))
         scores[name] = len(marked)
     if name := max(scores, key=scores.get) if any(scores.values()) else None:
         return name
     if b"[tensor(" in sample:
         return "megatron_patch"
     return None
+
+
+def _lines_with(sample: bytes, first: bytes, rest: list[bytes]):
+    """The start offsets of the lines of ``sample`` holding ``first`` and every one of ``rest``
+    (found from the occurrences of ``first``, not line by line)."""
+    at = sample.find(first)
+    while at >= 0:
+        start = sample.rfind(b"\n", 0, at) + 1
+        end = sample.find(b"\n", at)
+        end = len(sample) if end < 0 else end
+        if all(mark in sample[start:end] for mark in rest):
+            yield start
+        at = sample.find(first, end)
 
 
 def _folder_format(path: Path) -> str:

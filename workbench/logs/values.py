@@ -67,7 +67,8 @@ def parse_joined(data: bytes, count: int) -> np.ndarray | None:
 
 def floats(raw: list[bytes]) -> tuple[np.ndarray, list[int]]:
     """A column of printed numbers (bytes) as float64 in one numpy call; positions that are not
-    numbers come back as nan and are listed."""
+    numbers come back as nan and are listed. Each value is read on its own: what numpy reads (the
+    column's usual case), else what ``number`` reads, so that a value never depends on its neighbours."""
     if not raw:
         return np.empty(0, dtype=np.float64), []
     try:
@@ -75,7 +76,10 @@ def floats(raw: list[bytes]) -> tuple[np.ndarray, list[int]]:
     except ValueError:
         values, bad = np.empty(len(raw), dtype=np.float64), []
         for index, item in enumerate(raw):
-            value = number(item.decode("utf-8", errors="replace"))
+            try:
+                value = np.array([item], dtype=np.bytes_).astype(np.float64)[0]
+            except ValueError:
+                value = number(item.decode("utf-8", errors="replace"))
             if value is None:
                 bad.append(index)
                 value = math.nan

@@ -1,0 +1,244 @@
+"""The compiled log scanner (``workbench/native/logscan.c``) against the Python paths: the same tables
+(values bit for bit), notes, facts and errors as with ``WORKBENCH_NATIVE=0`` and as the exact per-line
+parsers, on every field form, chunk boundaries inside records, CRLF, no final newline, hostile bytes,
+and a few thousand random mutations of real lines. Skipped when the library is not built."""
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import workbench.logs.lines as lines
+from workbench.errors import InputError
+from workbench.logs import read_log
+from workbench.logs.formats import load_formats
+from workbench.logs.logscan import library
+from workbench.logs.megatron import read_megatron
+from workbench.logs.mindformers import read_mindformers
+from workbench.reference.mindformers_log import format_local_norm_message, format_loss_message, line_prefix
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_logs_fastpath import megatron_log, mindformers_log  # noqa: E402
+
+pytestmark = pytest.mark.skipif(library() is None, reason="the compiled log scanner is not built "
+                                "(python workbench/native/build.py), or WORKBENCH_NATIVE=0")
+CHUNKS = (8 << 20, 4096, 333)
+
+
+def bits(value: float) -> bytes:
+    return struct.pack("<d", value)
+
+
+def outcome(read, path: Path, fmt: str, **kwargs):
+    """What a reader gives: its tables and what it said, or the error it raised (type and text)."""
+    try:
+        got = read(path, load_formats()[fmt], **kwargs)
+    except InputError as error:
+        return ("error", str(error))
+    return got
+
+
+def assert_same(got, want) -> None:
+    if isinstance(want, tuple) or isinstance(got, tuple):
+        assert got == want
+        return
+    pd.testing.assert_frame_equal(got.series, want.series, check_exact=True)
+    pd.testing.assert_frame_equal(got.local_norms, want.local_norms, check_exact=True)
+    assert [bits(v) for v in got.series["value"] if v == v] == [bits(v) for v in want.series["value"] if v == v]
+    assert (got.notes, got.facts, got.param_order) == (want.notes, want.facts, want.param_order)
+
+
+def three_ways(monkeypatch, path: Path, fmt: str) -> None:
+    """Native == WORKBENCH_NATIVE=0 (numpy fast path) == the exact per-line parser."""
+    reader = read_megatron if fmt == "megatron" else read_mindformers
+    native = outcome(reader, path, fmt)
+    monkeypatch.setenv("WORKBENCH_NATIVE", "0")
+    try:
+        python = outcome(reader, path, fmt)
+        exact = outcome(reader, path, fmt, fast=False)
+    finally:
+        monkeypatch.delenv("WORKBENCH_NATIVE")
+    assert_same(native, python)
+    assert_same(native, exact)
+
+
+# ------------------------------------------------------------- every field form, chunk seams ---------
+
+@pytest.mark.parametrize("newline,final", [("\n", True), ("\r\n", True), ("\n", False)])
+def test_every_field_form_at_every_chunk_size(tmp_path, monkeypatch, newline, final):
+    for fmt, data in (("megatron", megatron_log(newline, final)), ("mindformers", mindformers_log(newline, final))):
+        path = tmp_path / f"{fmt}.log"
+        path.write_bytes(data)
+        for chunk in CHUNKS:
+            monkeypatch.setattr(lines, "CHUNK", chunk)
+            three_ways(monkeypatch, path, fmt)
+
+
+def test_the_benchmark_logs_read_the_same(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
+                                                  "benchmarks" / "logs.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+
+    benchmark.write_megatron(tmp_path / "megatron.log", 3000)
+    benchmark.write_mindformers(tmp_path / "mindformers.log", 6, 1000)
+    monkeypatch.setattr(lines, "CHUNK", 100_000)
+    three_ways(monkeypatch, tmp_path / "megatron.log", "megatron")
+    three_ways(monkeypatch, tmp_path / "mindformers.log", "mindformers")
+    assert len(read_log(tmp_path / "megatron.log").series) == 3000 * 13
+
+
+def test_plain_lines_never_reach_python(tmp_path, monkeypatch):
+    """Spies (the real functions run) show the compiled scanner reads plain lines itself: no iteration
+    line goes to the Python line parser, no array to the Python block parser."""
+    import workbench.logs.megatron as megatron
+    import workbench.logs.mindformers_scan as scan
+
+    calls = {"line": 0, "block": 0}
+    slow_line, fast_block_python = megatron._slow_line, scan.NOT_ARRAY_LINE
+
+    def counted_line(*args):
+        calls["line"] += 1
+        return slow_line(*args)
+
+    class Counted:
+        def search(self, body):
+            calls["block"] += 1
+            return fast_block_python.search(body)
+    monkeypatch.setattr(megatron, "_slow_line", counted_line)
+    monkeypatch.setattr(scan, "NOT_ARRAY_LINE", Counted())
+    path = tmp_path / "meg.log"
+    path.write_bytes(megatron_log().split(b"\n(min")[0] + b"\n")
+    assert len(read_megatron(path, load_formats()["megatron"]).series) > 50 and calls["line"] == 0
+    mf = tmp_path / "mf.log"
+    prefix = line_prefix()
+    mf.write_text("\n".join(prefix + format_local_norm_message([4] * 1000, np.random.default_rng(step).random(
+        1000, dtype=np.float32)) + "\n" + prefix + format_loss_message(1, 1, step, 5, 1.0, 10, 1e-5, 1.0)
+        for step in range(1, 6)) + "\n")
+    assert len(read_mindformers(mf, load_formats()["mindformers"]).local_norms) == 5000 and calls["block"] == 0
+
+
+# ------------------------------------------------------------- numbers, bit for bit -----------------
+
+NUMBERS = ["0", "-0.0", "+7", "1.", ".5", "5e3", "1E+05", "1e22", "9e22", "1e23", "1e-22", "1e-23",
+           "9007199254740993", "123456789012345678", "0.1", "0.30000000000000004", "2.2250738585072011e-308",
+           "4.9e-324", "2.4703282292062327e-324", "1.7976931348623157e308", "1e999", "-1e999", "1e-999",
+           "1" * 400, "0." + "0" * 380 + "1", "1" * 200 + "." + "9" * 200, "nan", "000000000000000000000001.5",
+           "1.000126E+01", "9.999950E-06", "123.456", "  1234.5", "1e0000000000000000000005"]
+
+
+def test_numbers_are_float_bit_for_bit(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    printed = list(NUMBERS)
+    for form in ("%.6E", "%.3f", "%.17g", "%.15e", "%.20f", "%.1f", "%+.9e", "%d"):
+        values = rng.normal(0, 10.0 ** rng.integers(-30, 30, 300))
+        printed += [form % (int(v) if form == "%d" else v) for v in values]
+    path = tmp_path / "numbers.log"
+    path.write_text("".join(f" iteration {i:8d}/ 9999 | lm loss: {text} | grad norm: {text} |\n"
+                            for i, text in enumerate(printed, start=1)))
+    got = read_megatron(path, load_formats()["megatron"]).series
+    values = got[got["metric"] == "lm_loss"]["value"].tolist()
+    want = [float(text) for text in printed]
+    assert [bits(v) for v in values if v == v] == [bits(v) for v in want if v == v]
+    assert [math.isnan(v) for v in values] == [math.isnan(v) for v in want]
+    three_ways(monkeypatch, path, "megatron")
+
+
+# ------------------------------------------------------------- hostile bytes ------------------------
+
+HOSTILE = [
+    b" iteration        7/     100 | lm loss: 1.0E+00 | grad norm: 2.0",          # cut before its last '|'
+    b" iteration        8/     100 | lm loss: 1.0E+00\x00 | grad norm: \x002.0 |",  # NUL bytes
+    b" iteration        9/     100 | lm loss: \xff1.0 | gr\xe9d norm: 2.0 |",       # not UTF-8
+    b"|||||||||||||||||||||||",
+    b"|",
+    b" iteration       10/     100 |||| lm loss: 3.0 ||| grad norm: nan |",
+    b" iteration       11/     100 | lm loss: -0.0 | grad norm: 1e999 | loss scale: -1e999 |",
+    b" iteration       12/     100 | lm loss: " + b"1" * 400 + b" | grad norm: 0." + b"0" * 400 + b"1 |",
+    b" iteration       13/     100 | lm loss: 1_0 | grad norm: [1.5] | loss scale: inf | num zeros: 0x10 |",
+    b" iteration 1234567890123456789/ 100 | lm loss: 1.0 |",                       # 19 digits: not a counter
+    b"[default99999999999999999999]: iteration 14/ 100 | lm loss: 1.0 |",          # a rank past int64
+    b"12345678901234567890:  iteration 15/ 100 | lm loss: 1.0 |",
+    b" iteration       16/     100 | lm loss: 1.0 | unknown key: tensor(5) | local_norm/x: 2 |",
+    b" iteration       17/     100 | lm loss: 1.0 | lm loss: 2.0 | lm  loss: 3.0 | mtp loss: 4 | mtp_loss: 5 |",
+    b"iteration\t18 /\t100|lm loss:1.0|grad norm:2.0|",
+    b" iteration       19/     100 | lm loss: 1.0 | ms: 5ms | per_step_time: 7ms |",
+    b"iteration 20/",
+    b" iteration       21/     100 | lm loss: 1e | grad norm: . | loss scale: +-1 | num zeros: 1e+ |",
+]
+
+
+def test_hostile_lines_read_the_same(tmp_path, monkeypatch):
+    base = megatron_log().split(b"\n")[:40]
+    data = b"\n".join(base[:10] + HOSTILE + base[10:] + [b"x" * (1 << 20)] + base[:3] + [b"\xff" * 100])
+    path = tmp_path / "hostile.log"
+    path.write_bytes(data)
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "megatron")
+    got = read_megatron(path, load_formats()["megatron"])
+    lm = got.series[got.series["metric"] == "lm_loss"].set_index("line")["value"]
+    assert bits(lm[len(base[:10]) + 7]) == bits(-0.0)
+
+
+def test_hostile_blocks_read_the_same(tmp_path, monkeypatch):
+    prefix = line_prefix()
+    block = (prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)).split("\n")
+    step = prefix + format_loss_message(1, 1, 1, 10, 2.0, 1000, 1e-5, 1.5)
+    odd = [block[:3] + [block[3].replace(" ", "\x00", 1)] + block[4:],           # NUL inside the array
+           block[:3] + [block[3] + " " + "1" * 400] + block[4:],                  # one value too many
+           block[:3] + [" 1e999 -0.0 nan inf"] + block[4:],
+           block[:3] + ["", *block[3:]],                                          # an empty line inside
+           block[:2] + ["|||"] + block[2:],
+           block[:3] + [block[3].replace("e-", "e-" + "0" * 30, 1)] + block[4:]]
+    data = "\n".join(sum(([*lines_, step] for lines_ in odd), [])).encode() + b"\n\xff[1 2]\n"
+    path = tmp_path / "blocks.log"
+    path.write_bytes(data)
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+
+
+# ------------------------------------------------------------- random mutations ---------------------
+
+ALPHABET = [b"|", b":", b" ", b"\r", b"\x00", b"\xff", b"e", b"E", b"-", b"+", b".", b"[", b"]", b"nan", b"0",
+            b"9", b"1e999", b"iteration", b"iteration 5/ 9", b"\n", b"\t", b"lm loss", b"...", b"]\n[", b"/"]
+
+
+def mutate(line: bytes, rng) -> bytes:
+    for _ in range(rng.integers(1, 4)):
+        at = int(rng.integers(0, len(line) + 1))
+        kind = rng.integers(0, 4)
+        if kind == 0:
+            line = line[:at] + ALPHABET[rng.integers(len(ALPHABET))] + line[at:]
+        elif kind == 1:
+            line = line[:at] + line[at + int(rng.integers(1, 12)):]
+        elif kind == 2 and line:
+            line = line[:at] + bytes([int(rng.integers(0, 256))]) + line[at + 1:]
+        else:
+            line = line[:at] + line[at:at + int(rng.integers(1, 30))] + line[at:]
+    return line
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "mindformers"])
+def test_random_mutations_of_real_lines(tmp_path, monkeypatch, fmt):
+    """3,000 mutated lines per format, 150 to a file: every file reads the same three ways (or fails
+    with the same error)."""
+    rng = np.random.default_rng(1 if fmt == "megatron" else 2)
+    real = (megatron_log() if fmt == "megatron" else mindformers_log()).split(b"\n")
+    monkeypatch.setattr(lines, "CHUNK", 2048)
+    for round_ in range(20):
+        out = list(real)
+        for _ in range(150):
+            at = int(rng.integers(len(out)))
+            out[at] = mutate(out[at], rng)
+        path = tmp_path / f"{fmt}{round_}.log"
+        path.write_bytes(b"\n".join(out))
+        three_ways(monkeypatch, path, fmt)

@@ -1,0 +1,36 @@
+"""The compiled log scanner ``workbench/native/logscan.c`` through ctypes: ``library()`` is the loaded
+library with its functions typed, or ``None`` (not built, stale, or ``WORKBENCH_NATIVE=0``): every
+caller then takes its Python path, which gives the same results."""
+from __future__ import annotations
+
+import ctypes
+
+P64, P32, PF = (ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double))
+
+
+class Scan(ctypes.Structure):
+    """``megatron_scan`` of logscan.c, field for field."""
+
+    _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("key_order", P32),
+                ("key_shift", P32), ("key_flags", P32), ("nkeys", ctypes.c_int64),
+                ("rank", P64), ("step", P64), ("line", P64), ("code", P32), ("value", PF),
+                ("rows_cap", ctypes.c_int64), ("rows", ctypes.c_int64),
+                ("iteration", P64), ("iterations", ctypes.c_int64),
+                ("back", P64), ("back_cap", ctypes.c_int64), ("backs", ctypes.c_int64),
+                ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64), ("done", ctypes.c_int64),
+                ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64)]
+
+
+def library():
+    from ..native import library as native
+
+    lib = native("logscan")
+    if lib is not None and not getattr(lib, "_workbench_typed", False):
+        lib.logscan_megatron.argtypes = [ctypes.POINTER(Scan), ctypes.c_void_p, ctypes.c_int64]
+        lib.logscan_megatron.restype = ctypes.c_int
+        lib.logscan_non_ascii.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        lib.logscan_non_ascii.restype = ctypes.c_int64
+        lib.logscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
+        lib.logscan_norm_block.restype = ctypes.c_int64
+        lib._workbench_typed = True
+    return lib

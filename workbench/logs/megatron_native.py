@@ -1,0 +1,169 @@
+"""The compiled scan of Megatron iteration lines (``workbench/native/logscan.c``), used by
+``read_megatron`` when the library is built and ``WORKBENCH_NATIVE`` is not ``0``.
+
+Each chunk stays in the reader's buffer (``lines.spans``, no copy) and is passed to C with its length.
+C writes one row per kept field (rank, step, metric code, value, line) into arrays allocated here,
+already in the table's order: file order, the fields of a line by (metric, key). The keys it knows
+come from here (``KeyTable``: each printed key seen so far with its meaning from
+``datasets/log_formats.yaml``); a line with a key it does not know, a value that is not a plain
+number, or anything else it does not read exactly is handed back and read by the exact Python
+parser (``megatron._slow_line``), after which its keys are passed in. Python rows and C rows are
+merged by line number at the end (``merge``).
+"""
+from __future__ import annotations
+
+import ctypes
+import numpy as np
+
+from .lines import spans
+from .logscan import P32, P64, PF, Scan, library  # noqa: F401  (library: read_megatron's)
+
+TRUSTED = 1 << 20                # bytes read before their rows say how many the whole file holds
+BACK = 4096                      # lines handed back per call at most
+KIND_DROP, KIND_SLOW = -1, -2
+SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
+
+
+def _pointer(array: np.ndarray, kind):
+    return array.ctypes.data_as(kind)
+
+
+class KeyTable:
+    """The printed keys passed to C: stripped bytes, metric code (or drop / slow), order, step shift."""
+
+    def __init__(self, meaning_of):
+        self.meaning_of = meaning_of              # bytes key -> FieldMeaning | None
+        self.keys: list[bytes] = []
+        self.metrics: list[str] = []               # code -> metric name
+        self.arrays: tuple = ()
+
+    def add(self, keys) -> bool:
+        """Passes ``keys`` in; False when every one was known."""
+        known = set(self.keys)
+        new = list(dict.fromkeys(key for key in keys if key not in known))
+        if not new:
+            return False
+        self.keys += new
+        kinds, shifts, flags, sort_keys = [], [], [], []
+        for key in self.keys:
+            meaning = self.meaning_of(key)
+            kinds.append(KIND_DROP if meaning is None else KIND_SLOW if meaning.unit else self.code(meaning.metric))
+            shifts.append(1 if meaning is not None and meaning.step == "next" else 0)
+            flags.append((SEEN_TENSOR if b"tensor(" in key else 0) | (SEEN_LOCAL_NORM if b"local_norm/" in key else 0))
+            sort_keys.append((meaning.metric if meaning else "", key))
+        order = np.empty(len(self.keys), dtype=np.int32)
+        order[sorted(range(len(self.keys)), key=sort_keys.__getitem__)] = np.arange(len(self.keys), dtype=np.int32)
+        starts = np.cumsum([0] + [len(key) for key in self.keys], dtype=np.int64)
+        self.arrays = (ctypes.create_string_buffer(b"".join(self.keys) or b"\0"), starts,
+                       np.array(kinds, dtype=np.int32), order, np.array(shifts, dtype=np.int32),
+                       np.array(flags, dtype=np.int32))
+        return True
+
+    def code(self, metric: str) -> int:
+        if metric not in self.metrics:
+            self.metrics.append(metric)
+        return self.metrics.index(metric)
+
+    def load(self, scan: Scan) -> None:
+        joined, starts, kinds, order, shifts, flags = self.arrays or (ctypes.create_string_buffer(1),
+                                                                      np.zeros(1, np.int64), *[np.zeros(1, np.int32)] * 4)
+        scan.keys = ctypes.cast(joined, ctypes.c_void_p)
+        scan.key_start, scan.key_kind, scan.key_order = _pointer(starts, P64), _pointer(kinds, P32), _pointer(order, P32)
+        scan.key_shift, scan.key_flags, scan.nkeys = _pointer(shifts, P32), _pointer(flags, P32), len(self.keys)
+
+
+class NativeRows:
+    """The rows C wrote, in one set of arrays that grows (to the whole file's estimate after the
+    first chunk, then by half); ``iteration``: one per line with a kept field."""
+
+    NAMES = ("rank", "step", "line", "code", "value", "iteration")
+    TYPES = (np.int64, np.int64, np.int64, np.int32, np.float64, np.int64)
+
+    def __init__(self, scan: Scan, capacity: int):
+        self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
+        self.metrics: list[str] = []
+        self.grow(scan, capacity)
+
+    def grow(self, scan: Scan, capacity: int) -> None:
+        filled = (scan.rows,) * 5 + (scan.iterations,)
+        self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
+        for name, array in zip(self.NAMES, self.arrays, strict=True):
+            setattr(scan, name, _pointer(array, P32 if array.dtype == np.int32 else PF if array.dtype == np.float64
+                                         else P64))
+        scan.rows_cap = capacity
+
+    def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:
+        """(rank, step, line, code, value) of every row, and the iterations."""
+        return tuple(array[:scan.iterations if index == 5 else scan.rows] for index, array in enumerate(self.arrays))
+
+
+def _resized(array: np.ndarray, count: int, capacity: int) -> np.ndarray:
+    grown = np.empty(capacity, dtype=array.dtype)
+    grown[:count] = array[:count]
+    return grown
+
+
+def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norms):
+    """The megatron ``_scan`` with C reading the iteration lines: (named, patch, bad, cut, (keys,
+    rows, state)). ``slow_line`` reads a handed-back line into ``columns``; ``named_norms(data, first,
+    current, named, bad)`` reads the ``local_norm/`` lines of a chunk that has them (rare) and returns
+    the iteration they belong to. A line with keys C does not know yet is read again by C once its
+    keys are passed in (``line_fields`` finds them); only when it brings no new key does Python read it."""
+    from .megatron import ITERATION, line_fields
+
+    table, state = KeyTable(meaning_of), Scan()
+    total, read = max(path.stat().st_size, 1), 0
+    rows = NativeRows(state, 1024)
+    named, patch, bad, cut, current = [], False, [], [], None
+    back = np.empty(3 * BACK, dtype=np.int64)
+    state.back, state.back_cap = _pointer(back, P64), BACK
+    chunk_first = [1]                                          # the number of the chunk's first line
+    for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0]):
+        chunk_first[0] = first
+        holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
+        address = ctypes.addressof(holder)
+        state.pos, state.line_no, state.done, state.last_candidate, state.flags = 0, first, 0, -1, 0
+        while True:
+            state.backs = 0
+            table.load(state)
+            status = lib.logscan_megatron(ctypes.byref(state), address, size)
+            backs = back[:3 * state.backs].reshape(-1, 3).tolist()
+            if status == 2 and table.add(key for key, _ in (line_fields(bytes(buffer[backs[-1][0]:backs[-1][1]]))
+                                                            or (0, 0, [], True))[2]):
+                state.pos, _, state.line_no = backs.pop()             # read it again, its keys known
+                state.done = 0
+            for start, end, number in backs:
+                if not slow_line(bytes(buffer[start:end]), number, columns):
+                    cut.append(number)
+            table.add(columns.data)
+            if status == 0:
+                break
+            if status == 1 and state.backs < BACK:             # the rows are full
+                rows.grow(state, max(2 * state.rows_cap, _estimate(state.rows, read + state.pos, total)))
+        read += size + 1
+        if TRUSTED <= read < total and state.rows_cap < _estimate(state.rows, read, total):
+            rows.grow(state, _estimate(state.rows, read, total))
+        patch = patch or bool(state.flags & SEEN_TENSOR)
+        if state.flags & SEEN_LOCAL_NORM:
+            current = named_norms(bytes(buffer[:size]), first, current, named, bad)
+        elif state.last_candidate >= 0:
+            end = buffer.find(b"\n", state.last_candidate, size)
+            match = ITERATION.search(bytes(buffer[state.last_candidate:size if end < 0 else end]))
+            current = int(match.group(1)) if match else current
+        if lib.logscan_non_ascii(address, size) >= 0:
+            _utf8(bytes(buffer[:size]), first, bad)
+        del holder                                             # the reader may resize its buffer now
+    rows.metrics = table.metrics
+    return named, patch, bad, cut, (table, rows, state)
+
+
+def _estimate(rows: int, read: int, total: int) -> int:
+    """Rows of the whole file, from those of the bytes read so far (and a margin)."""
+    return int(rows / max(read, 1) * total * 1.05) + 1024
+
+
+def _utf8(data: bytes, first: int, bad: list[int]) -> None:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad.append(first + data.count(b"\n", 0, error.start))

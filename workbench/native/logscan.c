@@ -1,0 +1,408 @@
+/* Compiled scanner for Megatron / MindSpeed-LLM iteration lines (workbench/logs/megatron_native.py).
+
+   It reads a chunk of whole lines given as (pointer, length): the bytes are NOT NUL-terminated and
+   nothing past `len` is read. It never allocates: numbers go into arrays Python allocated, with their
+   capacity; when one is full it stops before the line it could not store and says where (`pos`), and
+   Python continues with fresh arrays. It executes and follows nothing from the input.
+
+   A line is taken here only when it is exactly what the exact Python parser (megatron._slow_line)
+   reads the same way:
+     [ws]* ( "[default" D{1,18} "]:" | D{1,18} ":" ws )? ... "iteration" ws+ D{1,18} ws* "/" ws* D+ ... "|"
+     then fields " key : value |" whose stripped key is one of the keys Python passed in (the keys of
+     datasets/log_formats.yaml seen so far: nothing is hard-coded here) and whose stripped value is a
+     plain decimal number ([+-]?digits[.digits][(e|E)[+-]digits]) or "nan", and nothing but blanks after
+     the last "|".
+   Every other line holding "iteration" and "|" is handed back (its offsets and number) for the Python
+   parser, so values, notes, errors and line numbers stay those of the exact parser.
+
+   Numbers: Clinger's exact fast path (at most 15 digits, so below 2^53, |power of ten| <= 22: one correctly rounded
+   IEEE operation, the double Python's float() returns); other numbers of the grammar go through
+   strtod on a bounded NUL-terminated local copy, and are handed back unless strtod reads all of it. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
+
+#define MAX_FIELDS 256            /* more fields on one line: handed back */
+#define MAX_TOKEN 512             /* longer number for strtod: handed back */
+
+enum { KIND_DROP = -1, KIND_SLOW = -2 };                 /* key_kind below, else a metric code >= 0 */
+enum { SEEN_TENSOR = 1, SEEN_LOCAL_NORM = 2 };          /* flags: "tensor(" / "local_norm/" in the chunk */
+
+typedef struct {
+    /* keys, from Python */
+    const unsigned char *keys;    /* stripped keys, concatenated */
+    const int64_t *key_start;     /* nkeys + 1 offsets into keys */
+    const int32_t *key_kind;      /* metric code, KIND_DROP (not in the YAML) or KIND_SLOW (has a unit) */
+    const int32_t *key_order;     /* rows of one line are sorted by it (then by field position) */
+    const int32_t *key_shift;     /* added to the iteration: 1 for values of the next update */
+    const int32_t *key_flags;     /* SEEN_* flags of the key's own bytes */
+    int64_t nkeys;
+    /* rows: one per kept field of a taken line, capacity rows_cap */
+    int64_t *rank, *step, *line;
+    int32_t *code;
+    double *value;
+    int64_t rows_cap, rows;
+    /* one per taken line with a kept field: its iteration, capacity rows_cap too */
+    int64_t *iteration;
+    int64_t iterations;
+    /* lines handed back: (start, end, number) triples, capacity back_cap triples */
+    int64_t *back;
+    int64_t back_cap, backs;
+    /* where the scan is: offset of the next line and its number; done when the chunk is read */
+    int64_t pos, line_no, done;
+    int64_t last_candidate;       /* offset of the last line holding "iteration" and "|", or -1 */
+    int64_t flags;                /* SEEN_* */
+} megatron_scan;
+
+#define B 1                       /* Python's \s for bytes, what bytes.strip() removes: \t \n \v \f \r and space */
+static const unsigned char BLANK[256] = {[9] = B, [10] = B, [11] = B, [12] = B, [13] = B, [32] = B};
+static int blank(unsigned char c) { return BLANK[c]; }
+static int digit(unsigned char c) { return (unsigned char)(c - '0') <= 9; }
+
+/* The first byte at or after p (before e) that is not a blank; runs of spaces eight at a time. */
+static const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+    uint64_t word;
+    while (e - p >= 8) {
+        memcpy(&word, p, 8);
+        if (word != 0x2020202020202020ULL) break;
+        p += 8;
+    }
+    while (p < e && blank(*p)) p++;
+    return p;
+}
+
+/* [s, s + n) equals key (n bytes), compared a word at a time. */
+static int same(const unsigned char *s, const unsigned char *key, int64_t n) {
+    uint64_t x, y;
+    if (n >= 8) {                                        /* words, the last one overlapping */
+        for (int64_t i = 0; i + 8 <= n; i += 8) {
+            memcpy(&x, s + i, 8);
+            memcpy(&y, key + i, 8);
+            if (x != y) return 0;
+        }
+        memcpy(&x, s + n - 8, 8);
+        memcpy(&y, key + n - 8, 8);
+        return x == y;
+    }
+    for (; n > 0; n--) if (*s++ != *key++) return 0;
+    return 1;
+}
+
+/* The first "iteration" in [s, e), or NULL. */
+static const unsigned char *find_iteration(const unsigned char *s, const unsigned char *e) {
+    while (e - s >= 9 && (s = memchr(s, 'i', (size_t)(e - s - 8))) != NULL) {
+        if (same(s + 1, (const unsigned char *)"teration", 8)) return s;
+        s++;
+    }
+    return NULL;
+}
+
+/* SEEN_* for the text [s, e): a '(' ending "tensor(" or a '/' ending "local_norm/". */
+static int64_t needles(const unsigned char *s, const unsigned char *e) {
+    int64_t flags = 0;
+    for (const unsigned char *p = s; p < e; p++) {
+        if (*p == '(' && p - s >= 6 && memcmp(p - 6, "tensor", 6) == 0) flags |= SEEN_TENSOR;
+        else if (*p == '/' && p - s >= 10 && memcmp(p - 10, "local_norm", 10) == 0) flags |= SEEN_LOCAL_NORM;
+    }
+    return flags;
+}
+
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+                                 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The longest number of the grammar at s (reading no further than e): its end in *end and its value
+   in *out; 0 when none starts there or it is not read exactly. */
+static int number_at(const unsigned char *s, const unsigned char *e, const unsigned char **end, double *out) {
+    const unsigned char *p = s, *digits;
+    int negative = 0;
+    uint64_t mantissa = 0;
+    int64_t fraction = 0, exponent = 0, count;
+    if (e - s >= 3 && s[0] == 'n' && s[1] == 'a' && s[2] == 'n') { *end = s + 3; *out = NAN; return 1; }
+    if (p < e && (*p == '+' || *p == '-')) negative = *p++ == '-';
+    for (digits = p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+    count = p - digits;
+    if (p < e && *p == '.') {
+        for (digits = ++p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+        fraction = p - digits;
+    }
+    if (count + fraction == 0) return 0;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        int minus = 0;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) minus = *p++ == '-';
+        for (digits = p; p < e && digit(*p); p++) if (exponent < 100000) exponent = exponent * 10 + (*p - '0');
+        if (p == digits) return 0;
+        if (minus) exponent = -exponent;
+    }
+    *end = p;
+    exponent -= fraction;
+    if (count + fraction <= 15 && exponent >= -22 && exponent <= 22) {   /* 15 digits < 2^53: exact */
+        double value = (double)mantissa;
+        value = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
+        *out = negative ? -value : value;
+        return 1;
+    }
+    if (p - s >= MAX_TOKEN) return 0;                    /* wrapped mantissa above: strtod reads the text */
+    char copy[MAX_TOKEN];
+    memcpy(copy, s, (size_t)(p - s));
+    copy[p - s] = '\0';
+    char *stop = NULL;
+    double value = strtod(copy, &stop);
+    if (stop != copy + (p - s)) return 0;                /* a locale that reads '.' otherwise */
+    *out = value;
+    return 1;
+}
+
+/* The number that is exactly [s, e) (already stripped) into *out; 0 when it is not one. */
+static int number(const unsigned char *s, const unsigned char *e, double *out) {
+    const unsigned char *end = NULL;
+    return number_at(s, e, &end, out) && end == e;
+}
+
+/* The rank a launcher prefix [s, e) names ("[default3]:", Slurm "3: "), else -1 (lines.RANK_PREFIX). */
+static int64_t rank_of(const unsigned char *s, const unsigned char *e) {
+    const unsigned char *p = s;
+    int64_t rank = 0;
+    int n = 0;
+    while (p < e && blank(*p)) p++;
+    if (e - p >= 8 && memcmp(p, "[default", 8) == 0) {
+        for (p += 8; p < e && digit(*p) && n < 19; p++, n++) rank = rank * 10 + (*p - '0');
+        return (n >= 1 && n <= 18 && e - p >= 2 && p[0] == ']' && p[1] == ':') ? rank : -1;
+    }
+    for (; p < e && digit(*p) && n < 19; p++, n++) rank = rank * 10 + (*p - '0');
+    return (n >= 1 && n <= 18 && e - p >= 2 && p[0] == ':' && blank(p[1])) ? rank : -1;
+}
+
+static int64_t key_index(const megatron_scan *st, const unsigned char *s, size_t n, int64_t guess) {
+    if (guess >= 0 && guess < st->nkeys && (size_t)(st->key_start[guess + 1] - st->key_start[guess]) == n
+        && memcmp(st->keys + st->key_start[guess], s, n) == 0)
+        return guess;
+    for (int64_t k = 0; k < st->nkeys; k++) {
+        if ((size_t)(st->key_start[k + 1] - st->key_start[k]) == n && memcmp(st->keys + st->key_start[k], s, n) == 0)
+            return k;
+    }
+    return -1;
+}
+
+static void strip(const unsigned char **s, const unsigned char **e) {
+    while (*s < *e && blank(**s)) (*s)++;
+    while (*e > *s && blank((*e)[-1])) (*e)--;
+}
+
+/* One line holding "iteration" (at `it`) and a '|': its rows into `rows`; the count, or -1 to hand it
+   back, -2 to hand it back because it holds a key Python has not passed in yet. */
+static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
+                          double *value, const unsigned char **r);
+
+static int take_line(megatron_scan *st, const unsigned char *a, const unsigned char *b, const unsigned char *it,
+                     int32_t *keys, double *values, int64_t *guess, int64_t *iteration, int64_t *rank, int64_t *flags) {
+    const unsigned char *p = it + 9;
+    int64_t counter = 0;
+    int n = 0, count = 0, fields = 0;
+    if (p >= b || !blank(*p)) return -1;
+    while (p < b && blank(*p)) p++;
+    for (; p < b && digit(*p); p++, n++) { if (n < 18) counter = counter * 10 + (*p - '0'); }
+    if (n < 1 || n > 18) return -1;
+    while (p < b && blank(*p)) p++;
+    if (p >= b || *p != '/') return -1;
+    for (p++; p < b && blank(*p); p++) {}
+    if (p >= b || !digit(*p)) return -1;
+    for (n = 0; p < b && digit(*p) && n < 18; p++, n++) {}
+    const unsigned char *bar = memchr(p, '|', (size_t)(b - p));
+    if (bar == NULL) return -1;
+    *flags |= needles(a, it) | needles(p, bar);
+    *iteration = counter;
+    *rank = rank_of(a, it);
+    for (const unsigned char *q = bar + 1;; fields++) {
+        if (fields >= MAX_FIELDS) return -1;
+        const unsigned char *ks, *ke, *vs, *ve, *r;
+        int64_t k = guess[fields];
+        if (expected_field(st, q, b, k, &values[count], &r)) {
+            *flags |= st->key_flags[k];
+            keys[count++] = (int32_t)k;
+            q = r + 1;
+            continue;
+        }
+        r = memchr(q, '|', (size_t)(b - q));
+        if (r == NULL) {                                   /* after the last '|': blanks only */
+            for (; q < b; q++) if (!blank(*q)) return -1;
+            break;
+        }
+        const unsigned char *colon = memchr(q, ':', (size_t)(r - q));
+        ks = q, ke = colon ? colon : r, vs = colon ? colon + 1 : r, ve = r;
+        strip(&ks, &ke);
+        strip(&vs, &ve);
+        if (colon == NULL || ks == ke || vs == ve) {       /* the Python parser skips it */
+            *flags |= needles(q, r);
+            q = r + 1;
+            continue;
+        }
+        k = key_index(st, ks, (size_t)(ke - ks), k);
+        if (k < 0) return -2;                              /* a key Python has not seen yet */
+        guess[fields] = k;
+        int32_t kind = st->key_kind[k];
+        if (kind == KIND_SLOW) return -1;
+        *flags |= st->key_flags[k];
+        if (kind == KIND_DROP) {
+            *flags |= needles(vs, ve);
+        } else {
+            if (!number(vs, ve, &values[count])) return -1;
+            keys[count++] = (int32_t)k;
+        }
+        q = r + 1;
+    }
+    return count;
+}
+
+/* The field at q when it holds key k (the same field of the line above, a metric's) and a plain
+   number: its value and its closing '|' (*r); 0 otherwise (the general path decides). */
+static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
+                          double *value, const unsigned char **r) {
+    if (k < 0 || st->key_kind[k] < 0) return 0;
+    const unsigned char *key = st->keys + st->key_start[k];
+    int64_t n = st->key_start[k + 1] - st->key_start[k];
+    const unsigned char *p = skip_blanks(q, b);
+    if (b - p <= n || !same(p, key, n)) return 0;
+    p = skip_blanks(p + n, b);
+    if (p >= b || *p != ':') return 0;
+    p = skip_blanks(p + 1, b);
+    if (!number_at(p, b, &p, value)) return 0;
+    p = skip_blanks(p, b);
+    if (p >= b || *p != '|') return 0;
+    *r = p;
+    return 1;
+}
+
+/* perm: the fields of a line in table order: by key order, then by position (a stable sort). */
+static void sort_fields(const megatron_scan *st, const int32_t *keys, int count, int32_t *perm) {
+    for (int i = 0; i < count; i++) {
+        int j = i;
+        for (; j > 0 && st->key_order[keys[perm[j - 1]]] > st->key_order[keys[i]]; j--) perm[j] = perm[j - 1];
+        perm[j] = i;
+    }
+}
+
+static int hand_back(megatron_scan *st, int64_t start, int64_t end) {
+    if (st->backs >= st->back_cap) return 0;
+    int64_t *slot = st->back + 3 * st->backs++;
+    slot[0] = start;
+    slot[1] = end;
+    slot[2] = st->line_no;
+    return 1;
+}
+
+static void advance(megatron_scan *st, const unsigned char *data, const unsigned char *nl) {
+    if (nl == NULL) {
+        st->done = 1;
+    } else {
+        st->pos = nl + 1 - data;
+        st->line_no++;
+    }
+}
+
+/* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
+   back a line with a new key (call again, with that key passed in). */
+int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
+    int32_t keys[MAX_FIELDS], last_keys[MAX_FIELDS], perm[MAX_FIELDS];
+    double values[MAX_FIELDS];
+    int64_t guess[MAX_FIELDS];
+    int last_count = -1;
+    for (int i = 0; i < MAX_FIELDS; i++) guess[i] = -1;
+    while (!st->done) {
+        const unsigned char *a = data + st->pos;
+        const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
+        const unsigned char *b = nl ? nl : data + len;
+        const unsigned char *it = find_iteration(a, b);
+        if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
+            st->flags |= needles(a, b);
+        } else {
+            int64_t iteration = 0, rank = -1, flags = 0;
+            int count = take_line(st, a, b, it, keys, values, guess, &iteration, &rank, &flags);
+            if (count < 0) {
+                if (!hand_back(st, a - data, b - data)) return 1;
+                st->flags |= needles(a, b);
+                if (count == -2) {                         /* Python reads it, passes its keys in, calls again */
+                    st->last_candidate = a - data;
+                    advance(st, data, nl);
+                    return 2;
+                }
+            } else {
+                if (st->rows + count > st->rows_cap) return 1;
+                if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
+                    sort_fields(st, keys, count, perm);
+                    memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
+                    last_count = count;
+                }
+                for (int i = 0; i < count; i++) {
+                    int64_t at = st->rows++;
+                    int32_t k = keys[perm[i]];
+                    st->rank[at] = rank;
+                    st->step[at] = iteration + st->key_shift[k];
+                    st->line[at] = st->line_no;
+                    st->code[at] = st->key_kind[k];
+                    st->value[at] = values[perm[i]];
+                }
+                if (count > 0) st->iteration[st->iterations++] = iteration;
+                st->flags |= flags;
+            }
+            st->last_candidate = a - data;
+        }
+        advance(st, data, nl);
+    }
+    return 0;
+}
+
+/* Offset of the first byte >= 0x80 in [data, data + len), or -1. */
+int64_t logscan_non_ascii(const unsigned char *data, int64_t len) {
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t word;
+        memcpy(&word, data + i, 8);
+        if (word & 0x8080808080808080ULL) break;
+    }
+    for (; i < len; i++) if (data[i] & 0x80) return i;
+    return -1;
+}
+
+/* One numpy-printed local_norm array of a MindFormers log, from its first line at data[pos] to the end
+   of the line holding the first ']': its numbers into values (at most cap), *stop the offset of that
+   line's end, *lines the line ends inside. The count of numbers, or -1 for the Python parser to read
+   it (what mindformers_scan._fast_block takes: the first line starts, after blanks, with '[', '-', a
+   digit, '.', 'n' or 'i' and holds no "local_norm:"; every later line starts, after blanks other than
+   '\n', with one of those; ASCII; numbers of the grammar above separated by blanks and brackets; no
+   more than cap of them). */
+int64_t logscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, double *values, int64_t cap,
+                           int64_t *stop, int64_t *lines) {
+    const unsigned char *p = data + pos, *e = data + len;
+    const unsigned char *close = memchr(p, ']', (size_t)(e - p));
+    if (close == NULL) return -1;
+    const unsigned char *nl = memchr(close, '\n', (size_t)(e - close));
+    const unsigned char *end = nl ? nl : e, *first_end = memchr(p, '\n', (size_t)(end - p));
+    first_end = first_end ? first_end : end;
+    if (first_end - p >= 11 && memmem(p, (size_t)(first_end - p), "local_norm:", 11) != NULL) return -1;
+    int64_t count = 0, ends = 0;
+    int line_start = 1;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c & 0x80) return -1;
+        if (line_start) {                                  /* the first byte after the line's blanks */
+            if (c != '\n' && blank(c)) { p++; continue; }
+            if (!(c == '[' || c == '-' || digit(c) || c == '.' || c == 'n' || c == 'i')) return -1;
+            line_start = 0;
+        }
+        if (c == '\n') { ends++; line_start = 1; p++; continue; }
+        if (blank(c) || c == '[' || c == ']') { p++; continue; }
+        if (count >= cap || !number_at(p, end, &p, &values[count])) return -1;
+        count++;
+        if (p < end && !(blank(*p) || *p == '[' || *p == ']')) return -1;
+    }
+    if (line_start) return -1;
+    *stop = end - data;
+    *lines = ends;
+    return count;
+}
