@@ -14,6 +14,7 @@ from sys import intern                  # op and pass names: one object per spel
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
 from .formats import DumpFormats, load_dump_formats
+from .msprobe_native import native_columns
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_sink import FIX, Sink
 from .rows import (
@@ -85,6 +86,9 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = read_bytes(path, what=what)
+    found = _read_native(raw, path, step, rank, fmt)
+    if found is not None:
+        return found
     if json_depth(raw) > JSON_DEPTH_LIMIT:
         parse_json(raw, str(path), what=what)                  # the shared nesting error
     text = decode_utf8(raw, str(path))
@@ -99,6 +103,17 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
         found = "no 'data' mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
         raise InputError(str(path), f"holds {found}, expected an msprobe dump.json", FIX)
     return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt)
+
+
+def _read_native(raw: bytes, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict | None:
+    """The compiled scanner's columns, or None where the Python reader below must decide."""
+    m = fmt.msprobe
+
+    def info_of(names: list[str]) -> list[dict]:
+        parents, cache = _construct(path.parent / m["construct_file"]), {}
+        return [_entry_info(name, parents, fmt, cache) for name in names]
+
+    return native_columns(raw, str(path), step, rank, fmt, info_of, lambda: _stacks(path.parent / m["stack_file"]))
 
 
 def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
