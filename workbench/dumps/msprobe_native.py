@@ -24,8 +24,10 @@ from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
 FIXED_FIELDS = ("type", "dtype", "shape", "nan_count", "inf_count")
-ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF = range(11)      # row columns
+ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF, INNER = range(12)      # row columns
+FIXED_COLUMNS = 12                                # then one spelling id per md5 field
 LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
+_last_stop: list[int] = [OK, 0]        # (code, byte offset) of the last scan that stopped: for tests
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
@@ -68,7 +70,7 @@ class _Layout:
         self.fields = fields if len(set(fields)) == len(fields) and len(fields) <= 64 and len(self.keys) <= 64 else None
         self.stat_index = {c: stat_fields.index(stats[c]) if stats.get(c) is not None else None
                            for c in self.stat_columns}
-        self.ncols = 11 + len(self.md5_fields)
+        self.ncols = FIXED_COLUMNS + len(self.md5_fields)
         self.nstat = len(stat_fields)
 
 
@@ -96,7 +98,7 @@ def _scan(scanner, raw: bytes, layout: _Layout):
         dist = np.empty((dist_cap, 2), np.int64)
         table_size = 1 << max(2 * dist_cap - 1, 1).bit_length()
         table = np.full(table_size, -1, np.int64)
-        counts = np.zeros(3, np.int64)
+        counts = np.zeros(4, np.int64)
         code = scanner.dumpscan(
             ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_int64(JSON_DEPTH_LIMIT),
             keys, key_lens, ctypes.c_int64(len(layout.keys)), ctypes.c_int64(args),
@@ -109,8 +111,9 @@ def _scan(scanner, raw: bytes, layout: _Layout):
             dist_cap = row_cap * (3 + len(layout.md5_fields))          # many spellings: room for every one
             continue
         if code != OK:
+            _last_stop[:] = [code, int(counts[3])]
             return None
-        n_entries, n_rows, n_dist = (int(c) for c in counts)
+        n_entries, n_rows, n_dist = (int(c) for c in counts[:3])
         return entries[:n_entries], rows[:n_rows], stats[:n_rows], dist[:n_dist]
 
 
@@ -178,13 +181,14 @@ def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
 
 
 def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
-    """``{entry}.{label}.{position}``, or ``.{argument name}`` for a mapping's member."""
+    """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
+    ``.{argument name}`` for a mapping's member."""
     labels = {p: [LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     out = []
-    for entry, key, index, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN]].tolist():
+    for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
-        tail = index if sub_len < 0 else _text(raw, text, sub_off, sub_len)
+        tail = _text(raw, text, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
         out.append(f"{names[entry]}.{label}.{tail}")
     return out
 
@@ -227,7 +231,7 @@ def _md5(rows, spell: list[str], layout: _Layout) -> list[str]:
 
     if not layout.md5_fields:
         return [""] * len(rows)
-    ids = rows[:, 11:11 + len(layout.md5_fields)]
+    ids = rows[:, FIXED_COLUMNS:FIXED_COLUMNS + len(layout.md5_fields)]
     chosen = np.full(len(rows), -1, np.int64)
     for column in range(ids.shape[1] - 1, -1, -1):
         chosen = np.where(ids[:, column] >= 0, ids[:, column], chosen)

@@ -26,7 +26,7 @@ const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 enum { SCAN_OK = 0, SCAN_IRREGULAR = 1, SCAN_FULL = 2 };
 enum { F_TYPE = 0, F_DTYPE, F_SHAPE, F_NAN, F_INF, F_FIXED };   /* then md5 fields, then stat fields */
 enum { C_ENTRY = 0, C_KEY, C_INDEX, C_SUB_OFF, C_SUB_LEN, C_NULL, C_TYPE, C_DTYPE, C_SHAPE, C_NAN, C_INF,
-       C_FIXED };                                                /* then one id per md5 field */
+       C_INNER, C_FIXED };                                       /* C_INNER: position in a nested list, or -1 */                                                /* then one id per md5 field */
 #define MAX_FIELDS 64
 #define MAX_NUMBER 63
 
@@ -245,8 +245,8 @@ static int64_t shape(Scan *s, int64_t depth) {
 }
 
 /* A tensor record (an object with "type"): one row. */
-static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index, int64_t sub_off,
-                   int64_t sub_len) {
+static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index, int64_t inner,
+                   int64_t sub_off, int64_t sub_len) {
     if (depth > s->depth_limit) irregular(s);
     if (s->nrows >= s->row_cap) full(s);
     int64_t *row = s->rows + s->nrows * s->ncols;
@@ -254,6 +254,7 @@ static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t i
     row[C_ENTRY] = entry; row[C_KEY] = key; row[C_INDEX] = index; row[C_SUB_OFF] = sub_off;
     row[C_SUB_LEN] = sub_len; row[C_NULL] = 0;
     for (int64_t k = C_TYPE; k < s->ncols; k++) row[k] = -1;
+    row[C_INNER] = inner;
     for (int64_t k = 0; k < s->nstat; k++) stat[k] = NAN;
     uint64_t seen = 0;
     s->i++;
@@ -336,6 +337,27 @@ static void null_row(Scan *s, int64_t entry, int64_t key, int64_t index, int64_t
     s->nrows++;
 }
 
+/* A list inside a member's list (a list argument, e.g. the tensors of a concatenation): records or nulls. */
+static void inner_list(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index) {
+    if (depth > s->depth_limit) irregular(s);
+    int64_t inner = 0;
+    s->i++;
+    space(s);
+    if (peek(s) == ']') { s->i++; return; }
+    for (;;) {
+        space(s);
+        int c = peek(s);
+        if (c == '{') record(s, depth + 1, entry, key, index, inner, -1, -1);
+        else if (!(c == 'n' && word(s, "null"))) irregular(s);
+        inner++;
+        space(s);
+        c = peek(s);
+        s->i++;
+        if (c == ']') return;
+        if (c != ',') irregular(s);
+    }
+}
+
 /* A body member's value: a list of records/nulls, a mapping of records/nulls, or null. */
 static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
     int c = peek(s);
@@ -349,7 +371,8 @@ static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
         else for (;;) {
             space(s);
             c = peek(s);
-            if (c == '{') record(s, depth + 1, entry, key, index, -1, -1);
+            if (c == '{') record(s, depth + 1, entry, key, index, -1, -1, -1);
+            else if (c == '[') inner_list(s, depth + 1, entry, key, index);
             else if (!(c == 'n' && word(s, "null"))) irregular(s);
             index++;
             space(s);
@@ -373,7 +396,7 @@ static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
         expect(s, ':');
         space(s);
         c = peek(s);
-        if (c == '{') record(s, depth + 1, entry, key, index, off, len);
+        if (c == '{') record(s, depth + 1, entry, key, index, -1, off, len);
         else if (c == 'n' && word(s, "null")) null_row(s, entry, key, index, off, len);
         else irregular(s);
         index++;
@@ -476,7 +499,7 @@ static int run(Scan *s) {
     return SCAN_OK;
 }
 
-/* counts[0..2] ← entries, rows, spellings written. Returns SCAN_OK, SCAN_IRREGULAR or SCAN_FULL. */
+/* counts[0..3] ← entries, rows, spellings written, and the byte offset reached (where it stopped). Returns SCAN_OK, SCAN_IRREGULAR or SCAN_FULL. */
 int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
              const char *const *keys, const int64_t *key_lens, int64_t nkeys, int64_t args_code,
              const char *const *fields, const int64_t *field_lens, int64_t nmd5, int64_t nstat,
@@ -491,11 +514,11 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
     s.entries = entries; s.entry_cap = entry_cap;
     s.rows = rows; s.stats = stats; s.row_cap = row_cap; s.ncols = C_FIXED + nmd5;
     s.dist = dist; s.dist_cap = dist_cap; s.table = table; s.table_mask = table_size - 1;
-    counts[0] = counts[1] = counts[2] = 0;
+    counts[0] = counts[1] = counts[2] = counts[3] = 0;
     if (nkeys > 64 || s.nfields > MAX_FIELDS || table_size < 2 * dist_cap || table_size < 2 ||
         (table_size & (table_size - 1)) != 0 || size < 0)
         return SCAN_IRREGULAR;
     int code = run(&s);
-    counts[0] = s.nentries; counts[1] = s.nrows; counts[2] = s.ndist;
+    counts[0] = s.nentries; counts[1] = s.nrows; counts[2] = s.ndist; counts[3] = s.i;
     return code;
 }
