@@ -129,14 +129,14 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
     infos = info_of(names)
-    if any(info["grad"] for info in infos):
+    if any(info[3] for info in infos):
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
     if named.any():
         subs = [(e, k, _text(raw, text, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
         if len(set(subs)) != len(subs):
             return None                                   # a repeated argument name
-    passes = [info["pass"] for info in infos]
+    passes = [info[2] for info in infos]
     backward = np.fromiter((p == "backward" for p in passes), bool, len(passes))
     tensor = np.fromiter((s in m["tensor_types"] for s in spell), bool, len(spell))
     order = {p: np.array([list(m[f"{p}_keys"]).index(k) if k in m[f"{p}_keys"] else -1 for k in layout.keys]
@@ -164,8 +164,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     for column in layout.stat_columns:
         index = layout.stat_index[column]
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
-    per_entry = {"op": [i["op"] for i in infos], "module_path": [i["module_path"] for i in infos],
-                 "pass": passes}
+    per_entry = {"op": [i[0] for i in infos], "module_path": [i[1] for i in infos], "pass": passes}
     stacks = stacks_of()
     per_entry["stack_id"] = [stacks.get(name, "") for name in names]
     for column, values in per_entry.items():
