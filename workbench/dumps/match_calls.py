@@ -121,7 +121,7 @@ def calls_of(rows: Rows) -> list[Call]:
     return [calls[i] for i in ranked.tolist()]
 
 
-def _codes(columns) -> "np.ndarray":
+def _codes(columns):
     """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
     (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
     import numpy as np
