@@ -105,7 +105,7 @@ def calls_of(rows: Rows) -> list[Call]:
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
-    firsts = by_call[np.concatenate(([0], ends[:-1]))].tolist() if count else []
+    firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
     order_list = by_call.tolist()
     sides, ranks, steps, ops, modules = rows["side"], rows["rank"], rows["step"], rows["op"], rows["module_path"]
     earliest = _earliest(call_of, orders, count)
@@ -143,7 +143,7 @@ def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
     ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
     ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
     positions = ordered.tolist()
-    heads = ordered[np.concatenate(([0], ends[:-1]))].tolist()          # a row of each group
+    heads = ordered[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()          # a row of each group
     call_list = call_of.tolist()
     start = 0
     for group, head in enumerate(heads):

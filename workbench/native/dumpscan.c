@@ -46,14 +46,13 @@ typedef struct {
 static void irregular(Scan *s) { longjmp(s->fail, SCAN_IRREGULAR); }
 static void full(Scan *s) { longjmp(s->fail, SCAN_FULL); }
 
-static int peek(Scan *s) { return s->i < s->n ? s->p[s->i] : -1; }
+static inline int peek(Scan *s) { return s->i < s->n ? s->p[s->i] : -1; }
 
-static void space(Scan *s) {
-    while (s->i < s->n) {
-        unsigned char c = s->p[s->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return;
-        s->i++;
-    }
+static inline void space(Scan *s) {
+    const unsigned char *p = s->p;
+    int64_t i = s->i, n = s->n;
+    while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\t' || p[i] == '\r')) i++;
+    s->i = i;
 }
 
 static void expect(Scan *s, int c) {
@@ -70,6 +69,7 @@ static void string(Scan *s, int64_t *off, int64_t *len, int escapes) {
     if (peek(s) != '"') irregular(s);
     int64_t start = ++s->i;
     for (;;) {
+        while (s->i < s->n && s->p[s->i] != '"' && s->p[s->i] != '\\' && s->p[s->i] >= 0x20) s->i++;
         if (s->i >= s->n) irregular(s);
         unsigned char c = s->p[s->i];
         if (c == '"') break;
