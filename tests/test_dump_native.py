@@ -237,3 +237,30 @@ def test_random_byte_mutations(tmp_path, monkeypatch):
         path = _dump(tmp_path / str(trial % 4), None, bytes(data))
         outcomes.add(_same(_read(path), monkeypatch)[0])
     assert outcomes == {"table", "error"}
+
+
+def test_capacity_follows_content_not_bracket_counts(tmp_path, monkeypatch):
+    """5M opening brackets: the scanner's arrays are sized by what records the bytes can hold (none here), not
+    by the brackets (that would ask for hundreds of MB); the Python path then gives the nesting error."""
+    import tracemalloc
+
+    path = _dump(tmp_path, None, b'{"data": {"a": {"output": [' + b"{" * 5_000_000)
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1")
+    raw = path.read_bytes()
+    layout = msprobe_native._Layout(load_dump_formats())
+    tracemalloc.start()
+    try:
+        assert msprobe_native._scan(library("dumpscan"), raw, layout) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20, peak
+    assert _same(_read(path), monkeypatch, expect_native=False)[0] == "error"
+
+
+def test_many_records_grow_the_capacity(tmp_path, monkeypatch):
+    monkeypatch.setattr(msprobe_native, "START", 4)                 # every capacity fills several times
+    data = {f"Tensor.add.{i}.forward": {"input_args": [TENSOR, dict(TENSOR, shape=[i])], "output": [TENSOR]}
+            for i in range(50)}
+    kind, table = _same(_read(_dump(tmp_path, data)), monkeypatch, expect_native=True)
+    assert len(table["name"]) == 150

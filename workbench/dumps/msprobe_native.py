@@ -23,6 +23,7 @@ from .msprobe_sink import SCALAR_STATS
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
+START = 1 << 18                  # rows and entries a first scan has room for
 FIXED_FIELDS = ("type", "dtype", "shape", "nan_count", "inf_count")
 ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF, INNER = range(12)      # row columns
 FIXED_COLUMNS = 12                                # then one spelling id per md5 field
@@ -85,9 +86,13 @@ def _scan(scanner, raw: bytes, layout: _Layout):
     import numpy as np
 
     scanner.dumpscan.restype = ctypes.c_int
-    opens = raw.count(b"{")
-    entry_cap, row_cap = opens + 1, opens + raw.count(b"null") + 1
-    dist_cap = min(row_cap * (3 + len(layout.md5_fields)), 1 << 16)
+    # Capacities start from what the bytes can hold (a record spells "type", a null row "null") and at most
+    # START; a scan that fills one is repeated with 4 times more: memory follows what was found, never a count
+    # a hostile file claims (a file of brackets allocates nothing large).
+    entry_cap = min(raw.count(b"{") + 1, START)
+    row_cap = min(raw.count(b'"type"') + raw.count(b"null") + 1, START)
+    per_row = 3 + len(layout.md5_fields)
+    dist_cap = min(row_cap * per_row, 1 << 16)
     keys, key_lens = _strings(layout.keys)
     fields, field_lens = _strings(layout.fields)
     args = layout.keys.index("input_args") if "input_args" in layout.keys else -1
@@ -107,9 +112,12 @@ def _scan(scanner, raw: bytes, layout: _Layout):
             rows.ctypes.data_as(_INT64_P), stats.ctypes.data_as(_DOUBLE_P), ctypes.c_int64(row_cap),
             dist.ctypes.data_as(_INT64_P), ctypes.c_int64(dist_cap),
             table.ctypes.data_as(_INT64_P), ctypes.c_int64(table_size), counts.ctypes.data_as(_INT64_P))
-        if code == FULL and counts[2] >= dist_cap and dist_cap < row_cap * (3 + len(layout.md5_fields)):
-            dist_cap = row_cap * (3 + len(layout.md5_fields))          # many spellings: room for every one
-            continue
+        if code == FULL:
+            grown = (counts[0] >= entry_cap, counts[1] >= row_cap, counts[2] >= dist_cap)
+            entry_cap, row_cap = entry_cap * (4 if grown[0] else 1), row_cap * (4 if grown[1] else 1)
+            dist_cap = dist_cap * 4 if grown[2] else dist_cap
+            if any(grown):
+                continue
         if code != OK:
             _last_stop[:] = [code, int(counts[3])]
             return None
