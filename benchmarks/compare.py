@@ -6,7 +6,8 @@ golden side with PyTorch naming (``Module.decoder.layers.N.self_attention.linear
 ``Functional.linear.K.forward``, ``torch.float32``, requires_grad), the target side with MindSpore naming
 (``Cell.model.layers.N.attention.wq.Linear.forward.0``, ``Functional.matmul.K.forward``, ``Float32``), each
 layer following the call sequence msprobe recorded for the reference models (tests/dump_pairs.py).
-Then each tool runs in its own process; wall time and peak RSS (``wait4``) are printed with the ratios
+Then each tool runs in its own process; wall time and peak RSS (``wait4``, measured by a small process in
+between so that this one's size never counts) are printed with the ratios
 (targets: workbench ≥ 30× faster, ≤ 1/3 of the memory). Then the same rows split over 8 ranks
 (``step0/rank{0..7}``): `workbench compare --workers 1` against `--workers 2` (target ≥ 1.7×).
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -145,16 +145,28 @@ def write_dump(folder: Path, framework: str, rows: int, seed: int) -> int:
     return written
 
 
+# Runs one command and reports its own wall time and peak RSS: a child started straight from this process
+# would report this process's RSS when that is larger (Linux counts the parent's pages before exec; the
+# parent holds msprobe's result rows), so a small Python process in between starts it and measures it.
+_RUNNER = """import os, subprocess, sys, time
+start = time.perf_counter()
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(f"{os.waitstatus_to_exitcode(status)} {time.perf_counter() - start} {usage.ru_maxrss}")
+"""
+
+
 def measure(command: list[str], log: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one child process; its output goes to ``log`` (msprobe is verbose)."""
-    start = time.perf_counter()
+    report = log.with_suffix(".measured")
     with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) not in ok:
+        subprocess.run([sys.executable, "-c", _RUNNER, str(report), *command], cwd=ROOT, stdout=out,
+                       stderr=subprocess.STDOUT, check=True)
+    code, seconds, rss = report.read_text().split()
+    if int(code) not in ok:
         raise SystemExit(f"failed: {' '.join(command)}\n{log.read_text(errors='replace')[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return float(seconds), int(rss) / 1024
 
 
 def msprobe_command() -> list[str]:

@@ -320,9 +320,14 @@ def atomic_path(path: Path | str, fsync: bool = False, suffix: str = ".part") ->
 
 
 def write_text(path: Path | str, text: str, fsync: bool = False) -> Path:
+    """``text`` written in 1 MiB pieces: encoding a report of tens of MB at once would hold a second copy."""
     with atomic_file(path, text=True, fsync=fsync) as handle:
-        handle.write(text)
+        for start in range(0, len(text), _TEXT_PIECE):
+            handle.write(text[start:start + _TEXT_PIECE])
     return Path(path)
+
+
+_TEXT_PIECE = 1 << 20
 
 
 def write_bytes(path: Path | str, data: bytes, fsync: bool = False) -> Path:

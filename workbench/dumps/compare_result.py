@@ -48,12 +48,18 @@ def _differing_from_the_start(evaluated) -> str | None:
     before the earliest difference, the runs were fed different data or weights: never a "pass". When
     outputs agree before and after it, the difference did not propagate (e.g. masked scores -inf against
     -10000): said, not a verdict."""
-    errors = evaluated[evaluated["status"] == "error"] if len(evaluated) else evaluated
+    import numpy as np
+
+    if not len(evaluated):
+        return None
+    errors = np.flatnonzero((evaluated["status"] == "error").fillna(False).to_numpy(dtype=bool))
     if not len(errors):
         return None
-    earliest = errors.sort_values(["step", "rank", "order"]).iloc[0]
-    unit = evaluated[(evaluated["step"] == earliest["step"]) & (evaluated["rank"] == earliest["rank"])]
-    agreed_before = ((unit["order"] < earliest["order"]) & (unit["io"] == "output") & (unit["status"] == "pass")).any()
+    keys = [evaluated[column].to_numpy()[errors] for column in ("order", "rank", "step")]
+    earliest = evaluated.iloc[int(errors[np.lexsort(keys)[0]])]          # stable: the first of equal keys
+    unit = (evaluated["step"] == earliest["step"]) & (evaluated["rank"] == earliest["rank"])
+    agreed_before = (unit & (evaluated["order"] < earliest["order"]) & (evaluated["io"] == "output")
+                     & (evaluated["status"] == "pass")).any()            # columns, not a copy of the table
     where = (f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
              f"{earliest['rank']})")
     if agreed_before:

@@ -92,32 +92,63 @@ class Call:
 
 
 def calls_of(rows: Rows) -> list[Call]:
-    """The table's calls in execution order (per rank and step: the caller groups by unit)."""
+    """The table's calls in execution order (per rank and step: the caller groups by unit). Rows are grouped
+    with numpy (a call: its rank, step, stem and pass, numbered in order of first appearance), each io's rows
+    in slot order (ties in row order)."""
+    import numpy as np
+
     if not rows.size:
         return []
     names, passes, orders = rows["name"], rows["pass"], rows["order"]
     stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
-    ids: dict[tuple, int] = {}
-    call_of = [ids.setdefault(key, len(ids)) for key in zip(rows["rank"], rows["step"], stems, passes, strict=True)]
-    members: list[list[int]] = [[] for _ in ids]
-    for index, call in enumerate(call_of):
-        members[call].append(index)
+    call_of = _codes((rows["rank"], rows["step"], stems, passes))
+    count = int(call_of.max()) + 1
+    by_call = np.argsort(call_of, kind="stable")
+    ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
+    firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
+    order_list = by_call.tolist()
     sides, ranks, steps, ops, modules = rows["side"], rows["rank"], rows["step"], rows["op"], rows["module_path"]
-    ios, slots = rows["io"], rows["slot"]
-    earliest = _earliest(call_of, orders, len(members))
-    calls = []
-    for number, members_ in enumerate(members):
-        first = members_[0]
-        call = Call(_text(sides[first]), int(ranks[first]), int(steps[first]), stems[first], _text(ops[first]),
-                    _text(modules[first]), _text(passes[first]), is_module_row(_text(names[first])),
-                    earliest[number], members_)
-        for index in members_:
-            call.by_io.setdefault(ios[index], []).append(index)
-        for io, found in call.by_io.items():
-            if len(found) > 1:
-                call.by_io[io] = sorted(found, key=slots.__getitem__)
-        calls.append(call)
-    return sorted(calls, key=lambda c: (c.rank, c.step, c.order))
+    earliest = _earliest(call_of, orders, count)
+    calls, start = [], 0
+    for number, first in enumerate(firsts):
+        calls.append(Call(_text(sides[first]), int(ranks[first]), int(steps[first]), stems[first], _text(ops[first]),
+                          _text(modules[first]), _text(passes[first]), is_module_row(_text(names[first])),
+                          earliest[number], order_list[start:ends[number]]))
+        start = ends[number]
+    _fill_by_io(calls, call_of, rows["io"], rows["slot"])
+    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray([c.step for c in calls], dtype=np.int64),
+                         np.asarray([c.rank for c in calls], dtype=np.int64)))       # stable: ties in call order
+    return [calls[i] for i in ranked.tolist()]
+
+
+def _codes(columns):
+    """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
+    (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
+    import numpy as np
+    import pandas as pd
+
+    codes = None
+    for values in columns:
+        found, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        codes = found if codes is None else pd.factorize(codes * len(uniques) + found)[0]
+    return np.asarray(codes, dtype=np.int64)
+
+
+def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
+    """Each call's ``by_io``: io → its rows in slot order (ties in row order), ios in order of appearance."""
+    import numpy as np
+
+    group_of = _codes((call_of, ios))
+    size = int(group_of.max()) + 1
+    ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
+    ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
+    positions = ordered.tolist()
+    heads = ordered[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()          # a row of each group
+    call_list = call_of.tolist()
+    start = 0
+    for group, head in enumerate(heads):
+        calls[call_list[head]].by_io[ios[head]] = positions[start:ends[group]]
+        start = ends[group]
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:

@@ -14,6 +14,7 @@ from sys import intern                  # op and pass names: one object per spel
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
 from .formats import DumpFormats, load_dump_formats
+from .msprobe_native import native_columns
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_sink import FIX, Sink
 from .rows import (
@@ -85,6 +86,9 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = read_bytes(path, what=what)
+    found = _read_native(raw, path, step, rank, fmt)
+    if found is not None:
+        return found
     if json_depth(raw) > JSON_DEPTH_LIMIT:
         parse_json(raw, str(path), what=what)                  # the shared nesting error
     text = decode_utf8(raw, str(path))
@@ -101,6 +105,17 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt)
 
 
+def _read_native(raw: bytes, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict | None:
+    """The compiled scanner's columns, or None where the Python reader below must decide."""
+    m = fmt.msprobe
+
+    def info_of(names: list[str]) -> list[tuple[str, str, str, bool]]:
+        parents, cache = _construct(path.parent / m["construct_file"]), {}
+        return [_entry_info(name, parents, fmt, cache) for name in names]
+
+    return native_columns(raw, str(path), step, rank, fmt, info_of, lambda: _stacks(path.parent / m["stack_file"]))
+
+
 def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     m = fmt.msprobe
     if next(entries) is not DATA_FOUND:                       # pragma: no cover - data_entries yields it first
@@ -108,17 +123,17 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -
     parents = _construct(path.parent / m["construct_file"])
     stacks = _stacks(path.parent / m["stack_file"])
     sink = Sink(str(path), fmt)
-    infos: dict[str, dict] = {}
+    infos: dict = {}
     for entry, body in entries:
         if not isinstance(body, dict):
             raise InputError(f"{path} [{entry}]", f"is {type(body).__name__}, expected a mapping of inputs and outputs",
                              FIX)
-        info = _entry_info(entry, parents, fmt, infos)
-        sink.start_entry(info["op"], info["module_path"], info["pass"], stacks.get(entry, ""))
-        if info["grad"]:
+        op, module_path, pass_, grad = _entry_info(entry, parents, fmt, infos)
+        sink.start_entry(op, module_path, pass_, stacks.get(entry, ""))
+        if grad:
             _walk(body, entry, "parameter", 0, sink)
             continue
-        keys = m["backward_keys"] if info["pass"] == "backward" else m["forward_keys"]
+        keys = m["backward_keys"] if pass_ == "backward" else m["forward_keys"]
         offset = 0
         for key, io in keys.items():
             if key not in body:
@@ -134,24 +149,32 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -
 _LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
 
 
-def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> dict:
-    """op, module path, pass and gradient flag of an entry (cached per name pattern's parent)."""
+def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
+    """(op, module path, pass, gradient flag) of an entry; module paths cached per path and per parent name."""
     m = fmt.msprobe
     found = m["module_pattern"].match(entry)
     if found:
         grad = found.group("pass") == "parameters_grad"
-        return {"op": intern(found.group("cls")), "module_path": _module_of(found.group("path"), m, cache),
-                "grad": grad, "pass": "backward" if grad else intern(found.group("pass"))}
+        return (intern(found.group("cls")), _module_of(found.group("path"), m, cache),
+                "backward" if grad else intern(found.group("pass")), grad)
     found = m["api_pattern"].match(entry)
-    parent = parents.get(entry)
-    owner = m["module_pattern"].match(parent) if isinstance(parent, str) else None
-    module = _module_of(owner.group("path"), m, cache) if owner else ""
+    module = _owner_module(parents.get(entry), m, cache)
     if found:
-        return {"op": intern(found.group("prim") or found.group("api")), "module_path": module, "grad": False,
-                "pass": intern(found.group("pass"))}
+        return intern(found.group("prim") or found.group("api")), module, intern(found.group("pass")), False
     pieces = entry.split(".")
-    return {"op": pieces[1] if len(pieces) > 1 else entry, "module_path": module, "grad": False,
-            "pass": "backward" if ".backward" in entry else "forward"}
+    return (pieces[1] if len(pieces) > 1 else entry, module, "backward" if ".backward" in entry else "forward",
+            False)
+
+
+def _owner_module(parent, m: dict, cache: dict) -> str:
+    """The module path of the module/cell entry an API entry ran in (construct.json), else ""."""
+    if not isinstance(parent, str):
+        return ""
+    key = ("parent", parent)
+    if key not in cache:
+        owner = m["module_pattern"].match(parent)
+        cache[key] = _module_of(owner.group("path"), m, cache) if owner else ""
+    return cache[key]
 
 
 def _module_of(path: str, m: dict, cache: dict) -> str:

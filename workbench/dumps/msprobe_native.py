@@ -1,0 +1,246 @@
+"""The compiled reader of msprobe ``dump.json`` (``workbench/native/dumpscan.c``): the columns of
+:meth:`.msprobe_sink.Sink.columns` from one pass over the bytes, without a Python object per JSON value.
+
+The scanner writes per entry its name and the length of its ``input_args`` list, and per tensor record the
+entry, the body member, the position, the ids of its type/dtype/shape/md5 spellings, its counts and its
+statistics. Here every distinct spelling is decoded once, and the rows are filtered, ordered (members in the
+order of ``forward_keys``/``backward_keys``), named and spread with numpy. Whatever the scanner does not handle
+exactly, and what it cannot see (repeated entry or argument names, gradient entries, a record the Python
+reader would reject), returns ``None``: the caller then runs the pure-Python reader, which gives the result
+or the one-line error, so both paths agree (``tests/test_dump_native.py``).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+
+from ..errors import InputError
+from ..input_files import JSON_DEPTH_LIMIT
+from ..native import library
+from .formats import DumpFormats
+from .msprobe_sink import SCALAR_STATS
+from .rows import repeated, shape_fields, shape_of
+
+OK, IRREGULAR, FULL = 0, 1, 2
+START = 1 << 18                  # rows and entries a first scan has room for
+FIXED_FIELDS = ("type", "dtype", "shape", "nan_count", "inf_count")
+ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF, INNER = range(12)      # row columns
+FIXED_COLUMNS = 12                                # then one spelling id per md5 field
+LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
+_last_stop: list[int] = [OK, 0]        # (code, byte offset) of the last scan that stopped: for tests
+_INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
+
+
+def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, info_of, stacks_of) -> dict | None:
+    """The columns of one dump.json (as the Python reader gives them), or ``None`` when the Python reader must
+    decide. ``info_of(names)``: op, module path, pass and gradient flag per entry name (the reader's own);
+    ``stacks_of()``: stack.json's name → stack id."""
+    scanner = library("dumpscan")
+    m = fmt.msprobe
+    if scanner is None or m["scalar_rows"]:
+        return None
+    layout = _Layout(fmt)
+    if layout.fields is None:
+        return None
+    found = _scan(scanner, raw, layout)
+    if found is None:
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None                                   # the Python reader names the byte
+    try:
+        return _columns(raw, found, layout, path, step, rank, fmt, info_of, stacks_of)
+    except (InputError, ValueError, KeyError):
+        return None                                       # the Python reader gives the exact message
+
+
+class _Layout:
+    """Field and key lists handed to the scanner, from ``datasets/dump_formats.yaml``'s msprobe section."""
+
+    def __init__(self, fmt: DumpFormats):
+        m = fmt.msprobe
+        self.keys = list(dict.fromkeys([*m["forward_keys"], *m["backward_keys"]]))
+        stats = m["stats"]
+        self.stat_columns = tuple(dict.fromkeys((*SCALAR_STATS, *stats)))
+        stat_fields = list(dict.fromkeys(f for f in (stats.get(c) for c in self.stat_columns) if f is not None))
+        self.md5_fields = list(m["md5_fields"])
+        fields = [*FIXED_FIELDS, *self.md5_fields, *stat_fields]
+        self.fields = fields if len(set(fields)) == len(fields) and len(fields) <= 64 and len(self.keys) <= 64 else None
+        self.stat_index = {c: stat_fields.index(stats[c]) if stats.get(c) is not None else None
+                           for c in self.stat_columns}
+        self.ncols = FIXED_COLUMNS + len(self.md5_fields)
+        self.nstat = len(stat_fields)
+
+
+def _strings(values: list[str]):
+    encoded = [v.encode("utf-8") for v in values]
+    return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), \
+        (ctypes.c_int64 * max(len(encoded), 1))(*(len(v) for v in encoded))
+
+
+def _scan(scanner, raw: bytes, layout: _Layout):
+    """(entries, rows, stats, spellings) arrays of a successful scan, or None."""
+    import numpy as np
+
+    scanner.dumpscan.restype = ctypes.c_int
+    # Capacities start from what the bytes can hold (a record spells "type", a null row "null") and at most
+    # START; a scan that fills one is repeated with 4 times more: memory follows what was found, never a count
+    # a hostile file claims (a file of brackets allocates nothing large).
+    entry_cap = min(raw.count(b"{") + 1, START)
+    row_cap = min(raw.count(b'"type"') + raw.count(b"null") + 1, START)
+    per_row = 3 + len(layout.md5_fields)
+    dist_cap = min(row_cap * per_row, 1 << 16)
+    keys, key_lens = _strings(layout.keys)
+    fields, field_lens = _strings(layout.fields)
+    args = layout.keys.index("input_args") if "input_args" in layout.keys else -1
+    while True:
+        entries = np.empty((entry_cap, 3), np.int64)
+        rows = np.empty((row_cap, layout.ncols), np.int64)
+        stats = np.empty((row_cap, max(layout.nstat, 1)), np.float64)
+        dist = np.empty((dist_cap, 2), np.int64)
+        table_size = 1 << max(2 * dist_cap - 1, 1).bit_length()
+        table = np.full(table_size, -1, np.int64)
+        counts = np.zeros(4, np.int64)
+        code = scanner.dumpscan(
+            ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_int64(JSON_DEPTH_LIMIT),
+            keys, key_lens, ctypes.c_int64(len(layout.keys)), ctypes.c_int64(args),
+            fields, field_lens, ctypes.c_int64(len(layout.md5_fields)), ctypes.c_int64(layout.nstat),
+            entries.ctypes.data_as(_INT64_P), ctypes.c_int64(entry_cap),
+            rows.ctypes.data_as(_INT64_P), stats.ctypes.data_as(_DOUBLE_P), ctypes.c_int64(row_cap),
+            dist.ctypes.data_as(_INT64_P), ctypes.c_int64(dist_cap),
+            table.ctypes.data_as(_INT64_P), ctypes.c_int64(table_size), counts.ctypes.data_as(_INT64_P))
+        if code == FULL:
+            grown = (counts[0] >= entry_cap, counts[1] >= row_cap, counts[2] >= dist_cap)
+            entry_cap, row_cap = entry_cap * (4 if grown[0] else 1), row_cap * (4 if grown[1] else 1)
+            dist_cap = dist_cap * 4 if grown[2] else dist_cap
+            if any(grown):
+                continue
+        if code != OK:
+            _last_stop[:] = [code, int(counts[3])]
+            return None
+        n_entries, n_rows, n_dist = (int(c) for c in counts[:3])
+        return entries[:n_entries], rows[:n_rows], stats[:n_rows], dist[:n_dist]
+
+
+def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int, fmt: DumpFormats, info_of,
+             stacks_of) -> dict | None:
+    import numpy as np
+
+    m = fmt.msprobe
+    entries, rows, stats, dist = found
+    text = raw.decode("ascii") if raw.isascii() else None
+    spell = [_text(raw, text, o, n) for o, n in dist.tolist()]
+    names = [_text(raw, text, o, n) for o, n in entries[:, :2].tolist()]
+    if len(set(names)) != len(names):
+        return None                                       # json.loads keeps the last of a repeated name
+    infos = info_of(names)
+    if any(info[3] for info in infos):
+        return None                                       # parameter gradients: the Python reader's walk
+    named = rows[:, SUB_LEN] >= 0
+    if named.any():
+        subs = [(e, k, _text(raw, text, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
+        if len(set(subs)) != len(subs):
+            return None                                   # a repeated argument name
+    passes = [info[2] for info in infos]
+    backward = np.fromiter((p == "backward" for p in passes), bool, len(passes))
+    tensor = np.fromiter((s in m["tensor_types"] for s in spell), bool, len(spell))
+    order = {p: np.array([list(m[f"{p}_keys"]).index(k) if k in m[f"{p}_keys"] else -1 for k in layout.keys]
+                         + [-1], np.int64) for p in ("forward", "backward")}
+    entry_of, key = rows[:, ENTRY], rows[:, KEY]
+    rank_of_key = np.where(backward[entry_of], order["backward"][key], order["forward"][key])
+    keep = (rows[:, NULL] == 0) & (rank_of_key >= 0)
+    keep &= np.append(tensor, False)[rows[:, TYPE]]            # type -1: a null member
+    picked = np.lexsort((np.arange(len(rows)), rank_of_key, entry_of))
+    picked = picked[keep[picked]]
+    rows, stats, rank_of_key = rows[picked], stats[picked], rank_of_key[picked]
+    if (rows[:, DTYPE] < 0).any():
+        return None                                       # a tensor without a dtype: the reader's error
+    size = len(rows)
+    out: dict = {"name": _names(raw, text, rows, names, backward, layout, m)}
+    out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
+    dtypes = {i: fmt.dtype(spell[i]) for i in np.unique(rows[:, DTYPE]).tolist()}
+    out["dtype"] = [dtypes[i] for i in rows[:, DTYPE].tolist()]
+    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in np.unique(rows[:, SHAPE]).tolist()}
+    shape_ids = rows[:, SHAPE].tolist()
+    out["shape"] = [shapes[i][0] for i in shape_ids]
+    out["numel"] = [shapes[i][1] for i in shape_ids]
+    out["nan_count"], out["inf_count"] = _count(rows[:, NAN]), _count(rows[:, INF])
+    out["md5"] = _md5(rows, spell, layout)
+    for column in layout.stat_columns:
+        index = layout.stat_index[column]
+        out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
+    per_entry = {"op": [i[0] for i in infos], "module_path": [i[1] for i in infos], "pass": passes}
+    stacks = stacks_of()
+    per_entry["stack_id"] = [stacks.get(name, "") for name in names]
+    for column, values in per_entry.items():
+        out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
+    out["rank"] = np.full(size, rank, dtype=np.int64)
+    out["step"] = np.full(size, step, dtype=np.int64)
+    out["source"] = repeated(path, size)
+    return out
+
+
+def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
+    return text[offset:offset + length] if text is not None else raw[offset:offset + length].decode("utf-8")
+
+
+def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
+    """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
+    ``.{argument name}`` for a mapping's member."""
+    labels = {p: [LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
+              for p in ("forward", "backward")}
+    out = []
+    for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
+        label = labels["backward" if backward[entry] else "forward"][key]
+        tail = _text(raw, text, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
+        out.append(f"{names[entry]}.{label}.{tail}")
+    return out
+
+
+def _io_slots(rows, entries, backward, layout: _Layout, m: dict):
+    """io per row and slot: the position, after the ``input_args`` list's length for ``input_kwargs`` members."""
+    import numpy as np
+
+    ios = {p: [m[f"{p}_keys"].get(k, "") for k in layout.keys] for p in ("forward", "backward")}
+    io_table = np.array([ios["forward"], ios["backward"]], dtype=object)
+    key, entry = rows[:, KEY], rows[:, ENTRY]
+    io = io_table[backward[entry].astype(np.int64), key]
+    slot = rows[:, INDEX].copy()
+    for pass_, code in (("forward", 0), ("backward", 1)):
+        keys = list(m[f"{pass_}_keys"])
+        if "input_args" in keys and "input_kwargs" in keys and keys.index("input_args") < keys.index("input_kwargs"):
+            kwargs = (key == layout.keys.index("input_kwargs")) & (backward[entry] == bool(code))
+            offset = np.maximum(entries[entry[kwargs], 2], 0)
+            slot[kwargs] += offset
+    return io.tolist(), slot.tolist()
+
+
+def _shape(spelling: str, path: str) -> tuple[str, int | None]:
+    fields = shape_fields(shape_of(json.loads(spelling), path))
+    return fields["shape"], fields["numel"]
+
+
+def _count(values) -> list:
+    """Counts as the Python reader makes them (``int(float(n))``); -1: absent."""
+    import numpy as np
+
+    exact = values.astype(np.float64).astype(np.int64).astype(object)
+    exact[values < 0] = None
+    return exact.tolist()
+
+
+def _md5(rows, spell: list[str], layout: _Layout) -> list[str]:
+    """The first md5 field present as a string, else ""."""
+    import numpy as np
+
+    if not layout.md5_fields:
+        return [""] * len(rows)
+    ids = rows[:, FIXED_COLUMNS:FIXED_COLUMNS + len(layout.md5_fields)]
+    chosen = np.full(len(rows), -1, np.int64)
+    for column in range(ids.shape[1] - 1, -1, -1):
+        chosen = np.where(ids[:, column] >= 0, ids[:, column], chosen)
+    table = np.array([*spell, ""], dtype=object)
+    return table[chosen].tolist()

@@ -1,0 +1,524 @@
+/* msprobe dump.json → columns of tensor records, for workbench/dumps/msprobe_native.py.
+
+   The scanner walks the JSON bytes once, bounded by the given length and by a nesting limit, and
+   writes into arrays the caller allocated (with capacities it passes): per entry of the top-level
+   "data" object its name (offset, length) and the length of its "input_args" list; per record (an
+   object with "type" in a list or in a mapping of a body member) the entry, the member's key code,
+   the position, the mapping key (offset, length), ids of its type/dtype/shape/md5 spellings and its
+   counts, and its statistics as doubles. A spelling id is the index of its first occurrence in
+   `dist` (offset, length), found through an open-addressing table the caller sized (exact byte
+   comparison, no hashing shortcut). Numbers: integers of up to 18 digits exactly, other numbers
+   with strtod on a bounded copy (correctly rounded, as Python's float()), NaN/Infinity/-Infinity as
+   Python's json module reads them.
+
+   It never allocates and never reads past `size`. Anything it does not handle exactly (escapes in
+   names or spellings, nesting it does not expect, repeated members, values of unexpected types,
+   invalid JSON) returns IRREGULAR and the caller runs the pure-Python reader, which decides (result
+   or one-line error). FULL: a capacity was too small. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
+
+enum { SCAN_OK = 0, SCAN_IRREGULAR = 1, SCAN_FULL = 2 };
+enum { F_TYPE = 0, F_DTYPE, F_SHAPE, F_NAN, F_INF, F_FIXED };   /* then md5 fields, then stat fields */
+enum { C_ENTRY = 0, C_KEY, C_INDEX, C_SUB_OFF, C_SUB_LEN, C_NULL, C_TYPE, C_DTYPE, C_SHAPE, C_NAN, C_INF,
+       C_INNER, C_FIXED };                                       /* C_INNER: position in a nested list, or -1 */                                                /* then one id per md5 field */
+#define MAX_FIELDS 64
+#define MAX_NUMBER 63
+
+typedef struct {
+    const unsigned char *p;
+    int64_t n, i;
+    int64_t depth_limit;
+    const char *const *keys; const int64_t *key_lens; int64_t nkeys; int64_t args_code;
+    const char *const *fields; const int64_t *field_lens; int64_t nfields, nmd5, nstat;
+    int64_t *entries; int64_t entry_cap, nentries;               /* 3 per entry: name off, len, args length */
+    int64_t *rows; double *stats; int64_t row_cap, nrows, ncols;
+    int64_t *dist; int64_t dist_cap, ndist;                      /* 2 per spelling: off, len */
+    int64_t *table; int64_t table_mask;                          /* -1: free */
+    jmp_buf fail;
+} Scan;
+
+static void irregular(Scan *s) { longjmp(s->fail, SCAN_IRREGULAR); }
+static void full(Scan *s) { longjmp(s->fail, SCAN_FULL); }
+
+static inline int peek(Scan *s) { return s->i < s->n ? s->p[s->i] : -1; }
+
+static inline void space(Scan *s) {
+    const unsigned char *p = s->p;
+    int64_t i = s->i, n = s->n;
+    while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\t' || p[i] == '\r')) i++;
+    s->i = i;
+}
+
+static void expect(Scan *s, int c) {
+    space(s);
+    if (peek(s) != c) irregular(s);
+    s->i++;
+}
+
+static int is_hex(int c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* A string at s->i (its opening quote); *off and *len: its raw content. Escapes are validated, and refused
+   unless `escapes` (a spelling with escapes would need decoding). Control characters are invalid JSON. */
+static void string(Scan *s, int64_t *off, int64_t *len, int escapes) {
+    if (peek(s) != '"') irregular(s);
+    int64_t start = ++s->i;
+    for (;;) {
+        while (s->i < s->n && s->p[s->i] != '"' && s->p[s->i] != '\\' && s->p[s->i] >= 0x20) s->i++;
+        if (s->i >= s->n) irregular(s);
+        unsigned char c = s->p[s->i];
+        if (c == '"') break;
+        if (c < 0x20) irregular(s);
+        if (c == '\\') {
+            if (!escapes || s->i + 1 >= s->n) irregular(s);
+            unsigned char e = s->p[s->i + 1];
+            if (e == 'u') {
+                if (s->i + 5 >= s->n) irregular(s);
+                for (int k = 2; k < 6; k++)
+                    if (!is_hex(s->p[s->i + k])) irregular(s);
+                s->i += 6;
+            } else if (strchr("\"\\/bfnrt", e) != NULL && e != 0) {
+                s->i += 2;
+            } else {
+                irregular(s);
+            }
+            continue;
+        }
+        s->i++;
+    }
+    *off = start;
+    *len = s->i - start;
+    s->i++;
+}
+
+static int word(Scan *s, const char *text) {
+    int64_t size = (int64_t)strlen(text);
+    if (s->n - s->i < size || memcmp(s->p + s->i, text, (size_t)size) != 0) return 0;
+    s->i += size;
+    return 1;
+}
+
+static void digits(Scan *s) {
+    if (!(peek(s) >= '0' && peek(s) <= '9')) irregular(s);
+    while (peek(s) >= '0' && peek(s) <= '9') s->i++;
+}
+
+/* The JSON number grammar from s->i; returns whether it has a fraction or an exponent. */
+static int number_token(Scan *s) {
+    int fraction = 0;
+    if (peek(s) == '-') s->i++;
+    if (peek(s) == '0') s->i++;
+    else digits(s);
+    if (peek(s) == '.') {
+        s->i++;
+        digits(s);
+        fraction = 1;
+    }
+    if (peek(s) == 'e' || peek(s) == 'E') {
+        s->i++;
+        if (peek(s) == '+' || peek(s) == '-') s->i++;
+        digits(s);
+        fraction = 1;
+    }
+    return fraction;
+}
+
+/* A number token (JSON grammar, or NaN/Infinity/-Infinity as Python's json reads them). *integer: an
+   integer token (no fraction or exponent) of at most 18 digits, its value in *whole. Returns the double
+   json.loads then float() give (an integer token: float(int), so "-0" is +0.0); longer integers and
+   longer tokens are IRREGULAR. */
+static double number(Scan *s, int *integer, int64_t *whole) {
+    *integer = 0;
+    if (word(s, "NaN")) return NAN;
+    if (word(s, "Infinity")) return INFINITY;
+    if (word(s, "-Infinity")) return -INFINITY;
+    int64_t start = s->i;
+    int fraction = number_token(s);
+    int64_t size = s->i - start;
+    if (!fraction) {
+        int negative = s->p[start] == '-';
+        if (size - negative > 18) irregular(s);
+        int64_t value = 0;
+        for (int64_t k = start + negative; k < s->i; k++) value = value * 10 + (s->p[k] - '0');
+        *integer = 1;
+        *whole = negative ? -value : value;
+        return (double)*whole;
+    }
+    if (size > MAX_NUMBER) irregular(s);
+    char copy[MAX_NUMBER + 1];
+    memcpy(copy, s->p + start, (size_t)size);
+    copy[size] = 0;
+    char *end = NULL;
+    double value = strtod(copy, &end);
+    if (end != copy + size) irregular(s);           /* a locale with another decimal point */
+    return value;
+}
+
+static void skip(Scan *s, int64_t depth);
+
+static void skip_container(Scan *s, int64_t depth, int close, int members) {
+    if (depth > s->depth_limit) irregular(s);
+    s->i++;
+    space(s);
+    if (peek(s) == close) { s->i++; return; }
+    for (;;) {
+        space(s);
+        if (members) {
+            int64_t off, len;
+            string(s, &off, &len, 1);
+            expect(s, ':');
+        }
+        skip(s, depth + 1);
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == close) return;
+        if (c != ',') irregular(s);
+    }
+}
+
+/* Any JSON value, validated and skipped; `depth`: the nesting of a container it opens. */
+static void skip(Scan *s, int64_t depth) {
+    space(s);
+    int c = peek(s);
+    int64_t off, len;
+    if (c == '{') skip_container(s, depth, '}', 1);
+    else if (c == '[') skip_container(s, depth, ']', 0);
+    else if (c == '"') string(s, &off, &len, 1);
+    else if (word(s, "true") || word(s, "false") || word(s, "null")) return;
+    else if (word(s, "NaN") || word(s, "Infinity") || word(s, "-Infinity")) return;
+    else if (c == '-' || (c >= '0' && c <= '9')) number_token(s);        /* any length: only skipped */
+    else irregular(s);
+}
+
+static int64_t intern(Scan *s, int64_t off, int64_t len) {
+    uint64_t hash = 1469598103934665603ULL;
+    for (int64_t k = 0; k < len; k++) { hash ^= s->p[off + k]; hash *= 1099511628211ULL; }
+    int64_t slot = (int64_t)(hash & (uint64_t)s->table_mask);
+    while (s->table[slot] >= 0) {
+        int64_t id = s->table[slot];
+        if (s->dist[2 * id + 1] == len && memcmp(s->p + s->dist[2 * id], s->p + off, (size_t)len) == 0) return id;
+        slot = (slot + 1) & s->table_mask;
+    }
+    if (s->ndist >= s->dist_cap) full(s);
+    s->table[slot] = s->ndist;
+    s->dist[2 * s->ndist] = off;
+    s->dist[2 * s->ndist + 1] = len;
+    return s->ndist++;
+}
+
+static int64_t find(const char *const *names, const int64_t *lens, int64_t count, const unsigned char *text,
+                    int64_t len) {
+    for (int64_t k = 0; k < count; k++)
+        if (lens[k] == len && memcmp(names[k], text, (size_t)len) == 0) return k;
+    return -1;
+}
+
+/* A shape: a list of non-negative integers (no sign, fraction or exponent), its raw text interned. */
+static int64_t shape(Scan *s, int64_t depth) {
+    if (depth > s->depth_limit) irregular(s);
+    int64_t start = s->i++;
+    space(s);
+    if (peek(s) != ']') {
+        for (;;) {
+            space(s);
+            int64_t first = s->i;
+            while (peek(s) >= '0' && peek(s) <= '9') s->i++;
+            int64_t digits = s->i - first;
+            if (digits == 0 || digits > 18 || (digits > 1 && s->p[first] == '0')) irregular(s);
+            int c = peek(s);
+            if (c == '.' || c == 'e' || c == 'E') irregular(s);
+            space(s);
+            c = peek(s);
+            if (c == ']') break;
+            if (c != ',') irregular(s);
+            s->i++;
+        }
+    }
+    s->i++;
+    return intern(s, start, s->i - start);
+}
+
+/* A tensor record (an object with "type"): one row. */
+static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index, int64_t inner,
+                   int64_t sub_off, int64_t sub_len) {
+    if (depth > s->depth_limit) irregular(s);
+    if (s->nrows >= s->row_cap) full(s);
+    int64_t *row = s->rows + s->nrows * s->ncols;
+    double *stat = s->stats + s->nrows * s->nstat;
+    row[C_ENTRY] = entry; row[C_KEY] = key; row[C_INDEX] = index; row[C_SUB_OFF] = sub_off;
+    row[C_SUB_LEN] = sub_len; row[C_NULL] = 0;
+    for (int64_t k = C_TYPE; k < s->ncols; k++) row[k] = -1;
+    row[C_INNER] = inner;
+    for (int64_t k = 0; k < s->nstat; k++) stat[k] = NAN;
+    uint64_t seen = 0;
+    s->i++;
+    space(s);
+    if (peek(s) != '}') {
+        for (;;) {
+            space(s);
+            int64_t off, len, id = -1, whole;
+            int integer;
+            string(s, &off, &len, 0);
+            expect(s, ':');
+            space(s);
+            int64_t field = find(s->fields, s->field_lens, s->nfields, s->p + off, len);
+            int c = peek(s);
+            if (field < 0) {
+                skip(s, depth + 1);
+            } else {
+                if (seen & (1ULL << field)) irregular(s);
+                seen |= 1ULL << field;
+                if (field == F_TYPE || field == F_DTYPE) {
+                    if (c == 'n' && field == F_DTYPE && word(s, "null")) {
+                        id = -1;
+                    } else {
+                        string(s, &off, &len, 0);
+                        id = intern(s, off, len);
+                    }
+                    row[field == F_TYPE ? C_TYPE : C_DTYPE] = id;
+                } else if (field == F_SHAPE) {
+                    if (c == 'n' && word(s, "null")) row[C_SHAPE] = -1;
+                    else if (c == '[') row[C_SHAPE] = shape(s, depth + 1);
+                    else irregular(s);
+                } else if (field == F_NAN || field == F_INF) {
+                    if (c == 'n' && word(s, "null")) {
+                        whole = -1;
+                    } else {
+                        if (c == '-' || c == 'N' || c == 'I') irregular(s);
+                        number(s, &integer, &whole);
+                        if (!integer) irregular(s);
+                    }
+                    row[field == F_NAN ? C_NAN : C_INF] = whole;
+                } else if (field < F_FIXED + s->nmd5) {
+                    if (c == '"') {
+                        string(s, &off, &len, 0);
+                        row[C_FIXED + field - F_FIXED] = intern(s, off, len);
+                    } else if (c == 'n' || c == '[' || c == '{') {
+                        skip(s, depth + 1);             /* not a str or int: json path skips it too */
+                    } else {
+                        irregular(s);
+                    }
+                } else {
+                    double *out = stat + (field - F_FIXED - s->nmd5);
+                    if (c == 'n' && word(s, "null")) *out = NAN;
+                    else if (c == 't' && word(s, "true")) *out = 1.0;
+                    else if (c == 'f' && word(s, "false")) *out = 0.0;
+                    else if (c == '"' || c == '[' || c == '{') irregular(s);
+                    else *out = number(s, &integer, &whole);
+                }
+            }
+            space(s);
+            c = peek(s);
+            s->i++;
+            if (c == '}') break;
+            if (c != ',') irregular(s);
+        }
+    } else {
+        s->i++;
+    }
+    if (!(seen & (1ULL << F_TYPE))) irregular(s);
+    s->nrows++;
+}
+
+static void null_row(Scan *s, int64_t entry, int64_t key, int64_t index, int64_t sub_off, int64_t sub_len) {
+    if (s->nrows >= s->row_cap) full(s);
+    int64_t *row = s->rows + s->nrows * s->ncols;
+    double *stat = s->stats + s->nrows * s->nstat;
+    row[C_ENTRY] = entry; row[C_KEY] = key; row[C_INDEX] = index; row[C_SUB_OFF] = sub_off;
+    row[C_SUB_LEN] = sub_len; row[C_NULL] = 1;
+    for (int64_t k = C_TYPE; k < s->ncols; k++) row[k] = -1;
+    for (int64_t k = 0; k < s->nstat; k++) stat[k] = NAN;
+    s->nrows++;
+}
+
+/* A list inside a member's list (a list argument, e.g. the tensors of a concatenation): records or nulls. */
+static void inner_list(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index) {
+    if (depth > s->depth_limit) irregular(s);
+    int64_t inner = 0;
+    s->i++;
+    space(s);
+    if (peek(s) == ']') { s->i++; return; }
+    for (;;) {
+        space(s);
+        int c = peek(s);
+        if (c == '{') record(s, depth + 1, entry, key, index, inner, -1, -1);
+        else if (!(c == 'n' && word(s, "null"))) irregular(s);
+        inner++;
+        space(s);
+        c = peek(s);
+        s->i++;
+        if (c == ']') return;
+        if (c != ',') irregular(s);
+    }
+}
+
+/* A body member's value: a list of records/nulls, a mapping of records/nulls, or null. */
+static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
+    int c = peek(s);
+    int64_t index = 0;
+    if (c == 'n' && word(s, "null")) return;
+    if (depth > s->depth_limit) irregular(s);
+    if (c == '[') {
+        s->i++;
+        space(s);
+        if (peek(s) == ']') s->i++;
+        else for (;;) {
+            space(s);
+            c = peek(s);
+            if (c == '{') record(s, depth + 1, entry, key, index, -1, -1, -1);
+            else if (c == '[') inner_list(s, depth + 1, entry, key, index);
+            else if (!(c == 'n' && word(s, "null"))) irregular(s);
+            index++;
+            space(s);
+            c = peek(s);
+            s->i++;
+            if (c == ']') break;
+            if (c != ',') irregular(s);
+        }
+        if (key == s->args_code) s->entries[3 * entry + 2] = index;
+        return;
+    }
+    if (c != '{') irregular(s);
+    s->i++;
+    space(s);
+    if (peek(s) == '}') { s->i++; return; }
+    for (;;) {
+        int64_t off, len;
+        space(s);
+        string(s, &off, &len, 0);
+        if (len == 4 && memcmp(s->p + off, "type", 4) == 0) irregular(s);   /* a record itself */
+        expect(s, ':');
+        space(s);
+        c = peek(s);
+        if (c == '{') record(s, depth + 1, entry, key, index, -1, off, len);
+        else if (c == 'n' && word(s, "null")) null_row(s, entry, key, index, off, len);
+        else irregular(s);
+        index++;
+        space(s);
+        c = peek(s);
+        s->i++;
+        if (c == '}') return;
+        if (c != ',') irregular(s);
+    }
+}
+
+static void body(Scan *s, int64_t depth, int64_t entry) {
+    if (depth > s->depth_limit) irregular(s);
+    space(s);
+    if (peek(s) != '{') irregular(s);
+    s->i++;
+    space(s);
+    if (peek(s) == '}') { s->i++; return; }
+    uint64_t seen = 0;
+    for (;;) {
+        int64_t off, len;
+        space(s);
+        string(s, &off, &len, 0);
+        expect(s, ':');
+        space(s);
+        int64_t key = find(s->keys, s->key_lens, s->nkeys, s->p + off, len);
+        if (key < 0) {
+            skip(s, depth + 1);
+        } else {
+            if (seen & (1ULL << key)) irregular(s);
+            seen |= 1ULL << key;
+            member(s, depth + 1, entry, key);
+        }
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == '}') return;
+        if (c != ',') irregular(s);
+    }
+}
+
+static void data(Scan *s, int64_t depth) {
+    if (depth > s->depth_limit) irregular(s);
+    s->i++;
+    space(s);
+    if (peek(s) == '}') { s->i++; return; }
+    for (;;) {
+        int64_t off, len;
+        space(s);
+        string(s, &off, &len, 0);
+        expect(s, ':');
+        if (s->nentries >= s->entry_cap) full(s);
+        int64_t entry = s->nentries++;
+        s->entries[3 * entry] = off;
+        s->entries[3 * entry + 1] = len;
+        s->entries[3 * entry + 2] = -1;
+        body(s, depth + 1, entry);
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == '}') return;
+        if (c != ',') irregular(s);
+    }
+}
+
+static void document(Scan *s) {
+    int found = 0;
+    space(s);
+    if (peek(s) != '{' || s->depth_limit < 1) irregular(s);
+    s->i++;
+    space(s);
+    if (peek(s) == '}') irregular(s);                      /* no "data" */
+    for (;;) {
+        int64_t off, len;
+        space(s);
+        string(s, &off, &len, 0);
+        expect(s, ':');
+        space(s);
+        if (len == 4 && memcmp(s->p + off, "data", 4) == 0) {
+            if (found || peek(s) != '{') irregular(s);     /* json.loads keeps the last one; not an object */
+            found = 1;
+            data(s, 2);
+        } else {
+            skip(s, 2);
+        }
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == '}') break;
+        if (c != ',') irregular(s);
+    }
+    space(s);
+    if (!found || s->i != s->n) irregular(s);
+}
+
+static int run(Scan *s) {
+    int code = setjmp(s->fail);
+    if (code != 0) return code;
+    document(s);
+    return SCAN_OK;
+}
+
+/* counts[0..3] ← entries, rows, spellings written, and the byte offset reached (where it stopped). Returns SCAN_OK, SCAN_IRREGULAR or SCAN_FULL. */
+int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
+             const char *const *keys, const int64_t *key_lens, int64_t nkeys, int64_t args_code,
+             const char *const *fields, const int64_t *field_lens, int64_t nmd5, int64_t nstat,
+             int64_t *entries, int64_t entry_cap, int64_t *rows, double *stats, int64_t row_cap,
+             int64_t *dist, int64_t dist_cap, int64_t *table, int64_t table_size, int64_t *counts) {
+    Scan s;
+    memset(&s, 0, sizeof s);
+    s.p = text; s.n = size; s.depth_limit = depth_limit;
+    s.keys = keys; s.key_lens = key_lens; s.nkeys = nkeys; s.args_code = args_code;
+    s.fields = fields; s.field_lens = field_lens; s.nmd5 = nmd5; s.nstat = nstat;
+    s.nfields = F_FIXED + nmd5 + nstat;
+    s.entries = entries; s.entry_cap = entry_cap;
+    s.rows = rows; s.stats = stats; s.row_cap = row_cap; s.ncols = C_FIXED + nmd5;
+    s.dist = dist; s.dist_cap = dist_cap; s.table = table; s.table_mask = table_size - 1;
+    counts[0] = counts[1] = counts[2] = counts[3] = 0;
+    if (nkeys > 64 || s.nfields > MAX_FIELDS || table_size < 2 * dist_cap || table_size < 2 ||
+        (table_size & (table_size - 1)) != 0 || size < 0)
+        return SCAN_IRREGULAR;
+    int code = run(&s);
+    counts[0] = s.nentries; counts[1] = s.nrows; counts[2] = s.ndist; counts[3] = s.i;
+    return code;
+}
