@@ -28,7 +28,6 @@ FIXED_FIELDS = ("type", "dtype", "shape", "nan_count", "inf_count")
 ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF, INNER = range(12)      # row columns
 FIXED_COLUMNS = 12                                # then one spelling id per md5 field
 LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
-_last_stop: list[int] = [OK, 0]        # (code, byte offset) of the last scan that stopped: for tests
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
@@ -119,7 +118,6 @@ def _scan(scanner, raw: bytes, layout: _Layout):
             if any(grown):
                 continue
         if code != OK:
-            _last_stop[:] = [code, int(counts[3])]
             return None
         n_entries, n_rows, n_dist = (int(c) for c in counts[:3])
         return entries[:n_entries], rows[:n_rows], stats[:n_rows], dist[:n_dist]
