@@ -5,4 +5,4 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/env.sh" test,torch,mindspore,transformers,report,tensorboard,msprobe
 venv=${WORKBENCH_VENV:-$root/.venv}
 cd "$root"
-exec "$venv/bin/ruff" check workbench tests benchmarks scripts "$@"
+exec "$venv/bin/ruff" check workbench tests benchmarks scripts hatch_build.py "$@"
