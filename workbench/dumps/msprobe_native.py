@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
 from ..native import library
 from .formats import DumpFormats
-from .msprobe_sink import SCALAR_STATS
+from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -27,7 +27,6 @@ START = 1 << 18                  # rows and entries a first scan has room for
 FIXED_FIELDS = ("type", "dtype", "shape", "nan_count", "inf_count")
 ENTRY, KEY, INDEX, SUB_OFF, SUB_LEN, NULL, TYPE, DTYPE, SHAPE, NAN, INF, INNER = range(12)      # row columns
 FIXED_COLUMNS = 12                                # then one spelling id per md5 field
-LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
@@ -188,7 +187,7 @@ def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
 def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
     ``.{argument name}`` for a mapping's member."""
-    labels = {p: [LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
+    labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():

@@ -15,6 +15,8 @@ ROW_COLUMNS = ("name", "io", "slot", "dtype", "shape", "numel", "nan_count", "in
 SCALAR_STATS = ("max", "min", "mean", "l2norm")
 _INT_TYPES = frozenset((int,) * rank for rank in range(33))     # the element types of an integer shape
 ENTRY_COLUMNS = ("op", "module_path", "pass", "stack_id")
+IO_LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
+"""A row's io -> the word its name carries (``<entry>.parameters.0``); both readers name rows with it."""
 
 
 class Sink:

@@ -16,7 +16,7 @@ from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json,
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
-from .msprobe_sink import FIX, Sink
+from .msprobe_sink import FIX, IO_LABELS, Sink
 from .rows import (
     check_same_ranks,
     concat_columns,
@@ -138,15 +138,13 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -
         for key, io in keys.items():
             if key not in body:
                 continue
-            label = _LABELS[io]
+            label = IO_LABELS[io]
             value = body[key]
             _walk(value, f"{entry}.{label}", io, offset if key == "input_kwargs" else 0, sink)
             if key == "input_args" and isinstance(value, list):
                 offset = len(value)
     return sink.columns(step=step, rank=rank)
 
-
-_LABELS = {"input": "input", "output": "output", "parameter": "parameters"}
 
 
 def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
