@@ -121,6 +121,16 @@ def test_off_or_unwritable_the_cache_changes_nothing(tmp_path, monkeypatch):
     assert load_yaml(path).data["value"] == 1 and blocker.read_text() == ""
 
 
+def test_an_absurdly_large_entry_is_not_read(cache, tmp_path, monkeypatch):
+    path = knowledge_copy(tmp_path, monkeypatch, "kind: probe\nvalue: 1\n")
+    load_yaml(path)
+    (entry,) = cache.glob("*.json")
+    with open(entry, "r+b") as handle:                  # a sparse 65 MiB file: nothing is allocated to make it
+        handle.truncate(yaml_cache.MAX_ENTRY_BYTES + 1)
+    assert load_yaml(path).data["value"] == 1
+    assert entry.stat().st_size < 1000                  # replaced by a fresh entry
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="giving an entry to another user needs root")
 def test_an_entry_of_another_user_is_not_read(cache, tmp_path, monkeypatch):
     path = knowledge_copy(tmp_path, monkeypatch, "kind: probe\nvalue: 1\n")

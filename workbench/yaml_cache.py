@@ -25,6 +25,9 @@ from pathlib import Path
 CACHE_VERSION = 1
 """Bump when what an entry holds, or how YAML becomes data, changes."""
 
+MAX_ENTRY_BYTES = 64 << 20
+"""A bigger entry is not read (a knowledge file's entry is under 1 MB; this one is not ours)."""
+
 MAX_ENTRIES = 256
 """Entries kept; past this the oldest are removed (each edit of a knowledge file adds one)."""
 
@@ -66,7 +69,8 @@ def _key(text: str) -> str:
 
 def _read(entry: Path) -> tuple[object, dict[str, int]] | None:
     try:
-        if entry.stat().st_uid != os.getuid():
+        found = entry.stat()
+        if found.st_uid != os.getuid() or found.st_size > MAX_ENTRY_BYTES:
             return None
         found = json.loads(entry.read_bytes(), object_hook=_decode_mapping)
     except (OSError, ValueError, TypeError, RecursionError):
