@@ -15,12 +15,19 @@ created 0700). ``WORKBENCH_CACHE_DIR=off`` turns it off. A cache that cannot be 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+try:        # the interpreter's own SHA-256 (hashlib's import loads OpenSSL first: ~4 ms of every command)
+    from _sha256 import sha256            # Python 3.11
+except ImportError:                       # pragma: no cover - other versions
+    try:
+        from _sha2 import sha256          # Python >= 3.12
+    except ImportError:
+        from hashlib import sha256
 
 CACHE_VERSION = 1
 """Bump when what an entry holds, or how YAML becomes data, changes."""
@@ -62,7 +69,7 @@ def cached_parse(text: str, path: Path, parse: Callable):
 
 
 def _key(text: str) -> str:
-    digest = hashlib.sha256(f"workbench-yaml/{CACHE_VERSION}\0".encode())
+    digest = sha256(f"workbench-yaml/{CACHE_VERSION}\0".encode())
     digest.update(text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 

@@ -91,11 +91,14 @@ def describe_source(path: Path | str, arch: str | None = None, source_format: st
     try:
         _refuse_unreadable_dtypes(source, allow_unmapped)
         metas = source.metas()
-        arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped))
         framework = getattr(source, "framework", None) or CONTAINER_FRAMEWORK.get(type(source).__name__)
+        model_config = spec.read_model_config(config) if config else _carried_config(path, framework)
+        model_type = (model_config.hf or {}).get("model_type") if model_config else None
+        arch_spec = spec.load_arch(arch or spec.detect_arch(list(metas), allow_unmatched=allow_unmapped,
+                                                            model_type=model_type if isinstance(model_type, str) else None))
         candidates = spec.formats_for(arch_spec, framework) if framework and not source_format else None
         fmt = source_format or spec.detect_format(metas, arch_spec, candidates, allow_unmatched=allow_unmapped)
-        given = spec.params_from_config(config) if config else _carried_params(path, framework)
+        given = spec.params_of(model_config) if config else _carried_params(model_config)
         return DescribedSource(source, arch_spec, fmt, given)
     except InputError as error:           # names fit no spec because a tensor was skipped for its dtype?
         source.close()
@@ -116,14 +119,27 @@ def _refuse_unreadable_dtypes(source, allow_unmapped: bool) -> None:
                          "or pass --allow-unmapped to leave them out")
 
 
-def _carried_params(path: Path, framework: str | None) -> dict:
+def _carried_config(path: Path, framework: str | None):
+    """The model config the checkpoint carries (an HF folder's config.json, a Megatron checkpoint's args),
+    or None: none, or one that does not read (the tensor shapes then settle the sizes)."""
     from .. import spec
 
     carries_config = (path.is_dir() and (path / "config.json").is_file()) or framework == "megatron"
     if not carries_config:
+        return None
+    try:
+        return spec.read_model_config(path, "hf" if framework is None else framework)
+    except InputError:
+        return None
+
+
+def _carried_params(carried) -> dict:
+    from .. import spec
+
+    if carried is None:
         return {}
     try:
-        return spec.params_from_config(path, "hf" if framework is None else framework)
+        return spec.params_of(carried)
     except InputError:
         return {}
 

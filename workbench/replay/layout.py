@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import InputError, location
 from ..input_files import expect
+from .dtype_words import KINDS
 
-KINDS = {"integer": "iu", "floating": "f", "bool": "b"}
 _PLACEHOLDER = re.compile(r"\{(step|rank|micro_batch|field)(?::[^}]*)?\}")
 LAYOUT_KEYS = ("marker", "step_dir", "rank_dir", "micro_batch_0", "micro_batch_m", "manifest")
 

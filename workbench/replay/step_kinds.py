@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError, location
 from ..input_files import expect, type_word
-from .layout import KINDS as DTYPE_KINDS
+from .dtype_words import KINDS as DTYPE_KINDS
 
 STORE_FILE = "step_store.yaml"
 META_TYPES = {"integer": int, "number": float, "bool": bool, "string": str}

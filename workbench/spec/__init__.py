@@ -12,7 +12,7 @@ numpy only (no torch / mindspore); plans read headers, never tensors.
 from __future__ import annotations
 
 from .arch import ArchSpec, FormatSpec, LogicalTensor, Rule
-from .config_params import hf_params, params_from_config
+from .config_params import hf_params, params_from_config, params_of, read_model_config
 from .detect import FormatFit, detect_arch, detect_format, format_fits, formats_for
 from .infer import infer_params
 from .loader import available_archs, load_arch
@@ -24,4 +24,4 @@ from .transforms import TRANSFORM_NAMES
 __all__ = ["ArchSpec", "FormatFit", "FormatSpec", "LogicalTensor", "Match", "ModelParams", "PARAMS", "PartRef",
            "Plan", "Resolution", "Rule", "Step", "TRANSFORM_NAMES", "available_archs", "build_plan", "detect_arch",
            "detect_format", "expected_metas", "format_fits", "formats_for", "hf_params", "infer_params", "load_arch", "materialize",
-           "missing", "params_from_config", "resolve_names"]
+           "missing", "params_from_config", "params_of", "read_model_config", "resolve_names"]

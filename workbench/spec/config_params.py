@@ -37,7 +37,11 @@ class ModelConfigFile:
 
 def params_from_config(path: Path | str, framework: str | None = None) -> dict[str, int]:
     """Spec parameters a config states (only those it states); ``framework`` forces the reader."""
-    config = read_model_config(path, framework)
+    return params_of(read_model_config(path, framework))
+
+
+def params_of(config: ModelConfigFile) -> dict[str, int]:
+    """The spec parameters a config read by :func:`read_model_config` states."""
     if config.hf is not None:
         return hf_params(config.hf, str(config.path))
     return _canonical_params(config.raw, config.canonical)

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..tensors.base import TensorMeta
 from .arch import ArchSpec
 from .infer import shapes_consistent
-from .loader import available_archs, load_arch
+from .loader import archs_declaring, available_archs, load_arch
 from .resolve import resolve_names
 from .templates import skeleton_of
 
@@ -96,19 +96,23 @@ def detect_format(names: Iterable[str] | Mapping[str, TensorMeta], arch: ArchSpe
                      f"name the format explicitly: {notes}")
 
 
-def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None, allow_unmatched: bool = False) -> str:
-    """The one architecture whose formats fit these names best; InputError when none or several."""
+def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None, allow_unmatched: bool = False,
+                model_type: str | None = None) -> str:
+    """The one architecture whose formats fit these names best; InputError when none or several.
+
+    ``model_type`` (an HF config.json's, when the checkpoint carries one): a spec declaring it
+    (``hf_config.model_type``) whose format fits every name with no rule left unused is the answer,
+    the best fit there can be, found without building every other spec (and it settles a tie with
+    another architecture that fits as well); otherwise every spec is tried, as without it.
+    """
     names = list(names)
     skeletons = [skeleton_of(name) for name in names]
-    ranked = []
-    all_fits = []
-    for arch_name in (archs if archs is not None else available_archs()):
-        arch = load_arch(arch_name)
-        fits = format_fits(names, arch, skeletons=skeletons)
-        all_fits += fits
-        best = _best(fits, allow_unmatched)
-        if best:
-            ranked.append(((len(best[0].unmatched), best[0].unused_rules), arch_name, [fit.format for fit in best]))
+    if archs is None and model_type:
+        ranked, _ = _ranked(names, skeletons, archs_declaring(model_type), False)
+        perfect = [item for item in ranked if item[0] == (0, 0)]
+        if len(perfect) == 1:
+            return perfect[0][1]
+    ranked, all_fits = _ranked(names, skeletons, archs if archs is not None else available_archs(), allow_unmatched)
     if not ranked:
         closest = max(all_fits, key=lambda fit: fit.matched - len(fit.unmatched)) if all_fits else None
         raise InputError(f"{len(names)} tensor names", "no converter spec matches every name"
@@ -120,3 +124,16 @@ def detect_arch(names: Iterable[str], archs: Iterable[str] | None = None, allow_
         raise InputError(f"{len(names)} tensor names", "names fit several architectures equally: "
                          + ", ".join(f"{name} ({'/'.join(fmts)})" for _, name, fmts in winners), "pass --arch")
     return winners[0][1]
+
+
+def _ranked(names: list[str], skeletons: list[str], archs: Iterable[str], allow_unmatched: bool):
+    """((unmatched, unused rules), arch, best formats) of each arch some format of which fits; and every fit."""
+    ranked = []
+    all_fits = []
+    for arch_name in archs:
+        fits = format_fits(names, load_arch(arch_name), skeletons=skeletons)
+        all_fits += fits
+        best = _best(fits, allow_unmatched)
+        if best:
+            ranked.append(((len(best[0].unmatched), best[0].unused_rules), arch_name, [fit.format for fit in best]))
+    return ranked, all_fits

@@ -59,6 +59,30 @@ def available_archs(folder: Path | str | None = None) -> list[str]:
                   and _ARCH_LINE.search(p.read_text(encoding="utf-8", errors="replace")))
 
 
+def archs_declaring(model_type: str, folder: Path | str | None = None) -> list[str]:
+    """Architectures whose spec declares this HF ``model_type`` (``hf_config.model_type``, its own or
+    inherited through ``extends``), read from the files' data without building any spec: detection
+    tries them first (:func:`workbench.spec.detect.detect_arch`). A file that does not parse declares
+    nothing here; building it reports what is wrong."""
+    base = converters_dir(folder)
+    return [name for name in available_archs(base) if _declared_model_type(base, name, set()) == model_type]
+
+
+def _declared_model_type(base: Path, name: str, seen: set[str]) -> str | None:
+    if name in seen or not (base / f"{name}.yaml").is_file():
+        return None
+    seen.add(name)
+    try:
+        data = load_yaml(base / f"{name}.yaml").data
+    except InputError:
+        return None
+    block = data.get("hf_config") if isinstance(data, dict) else None
+    if isinstance(block, dict) and "model_type" in block:
+        return block["model_type"] if isinstance(block["model_type"], str) else None
+    parent = data.get("extends") if isinstance(data, dict) else None
+    return _declared_model_type(base, parent, seen) if isinstance(parent, str) else None
+
+
 def load_arch(name: str, folder: Path | str | None = None) -> ArchSpec:
     """The validated spec of architecture ``name`` (cached per file)."""
     base = converters_dir(folder)
