@@ -151,6 +151,43 @@ def test_numbers_are_float_bit_for_bit(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "megatron")
 
 
+def test_digit_runs_of_every_length_and_alignment(tmp_path, monkeypatch):
+    """Digits are read eight at a time: runs of 0 to 24 digits before and after the point, shifted
+    by 0 to 7 bytes, with an exponent or not, a byte above 0xF9 or a blank right after them."""
+    printed, rng = [], np.random.default_rng(3)
+    for whole in range(0, 25):
+        for fraction in (0, 1, 7, 8, 9, 16):
+            digits = "".join(rng.choice(list("0123456789"), whole + fraction))
+            text = digits[:whole] + ("." + digits[whole:] if fraction else "")
+            if text.strip(".") and text != ".":
+                printed += [text, text + "e-7", text + "E+03"]
+    lines_ = [f" iteration {i:8d}/ 99999 |{' ' * (i % 8)}lm loss:{' ' * (i % 5)}{text} | grad norm: {text}|"
+              for i, text in enumerate(printed, start=1)]
+    odd = [b" iteration 9000/ 99999 | lm loss: 12\xfe34 | grad norm: 123456789\xfa |",
+           b" iteration 9001/ 99999 | lm loss: 1234567\t| grad norm: 12345678\x0b|",
+           b" iteration 9002/ 99999 | lm loss: 99999999|"]
+    path = tmp_path / "digits.log"
+    path.write_bytes("\n".join(lines_).encode() + b"\n" + b"\n".join(odd))
+    got = read_megatron(path, load_formats()["megatron"]).series
+    values = got[(got["metric"] == "lm_loss") & (got["line"] <= len(printed))]["value"].tolist()
+    assert [bits(v) for v in values] == [bits(float(text)) for text in printed]
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "megatron")
+
+
+def test_more_metrics_than_the_int8_codes(tmp_path, monkeypatch):
+    """C writes int8 metric codes: past the first 128 metrics, lines go to the Python parser and the
+    table is the same (a Categorical of 200 metrics)."""
+    keys = " | ".join(f"term{k} loss: {k}.5" for k in range(200))
+    path = tmp_path / "many.log"
+    path.write_text("".join(f" iteration {i:8d}/ 100 | lm loss: {i}.25 |{' ' + keys + ' |' if i % 2 else ''}\n"
+                            for i in range(1, 21)))                    # C reads the even lines
+    got = read_megatron(path, load_formats()["megatron"]).series
+    assert got["metric"].nunique() == 201 and len(got) == 10 * 201 + 10
+    three_ways(monkeypatch, path, "megatron")
+
+
 # ------------------------------------------------------------- hostile bytes ------------------------
 
 HOSTILE = [

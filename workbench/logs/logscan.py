@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ctypes
 
-P64, P32, PF = (ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_double))
+P64, P32, P8, PF = (ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int8),
+                    ctypes.POINTER(ctypes.c_double))
+CODES = 128                      # metric codes C writes (int8; logscan_recode's table has this many entries)
 
 
 class Scan(ctypes.Structure):
@@ -13,8 +15,8 @@ class Scan(ctypes.Structure):
 
     _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("key_order", P32),
                 ("key_shift", P32), ("key_flags", P32), ("nkeys", ctypes.c_int64),
-                ("rank", P64), ("step", P64), ("line", P64), ("code", P32), ("value", PF),
-                ("rows_cap", ctypes.c_int64), ("rows", ctypes.c_int64),
+                ("rank", P64), ("step", P64), ("line", P64), ("code", P8), ("value", PF),
+                ("rows_cap", ctypes.c_int64), ("rows", ctypes.c_int64), ("code_rows", P64), ("code_cap", ctypes.c_int64),
                 ("iteration", P64), ("iterations", ctypes.c_int64),
                 ("back", P64), ("back_cap", ctypes.c_int64), ("backs", ctypes.c_int64),
                 ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64), ("done", ctypes.c_int64),
@@ -30,6 +32,8 @@ def library():
         lib.logscan_megatron.restype = ctypes.c_int
         lib.logscan_non_ascii.argtypes = [ctypes.c_void_p, ctypes.c_int64]
         lib.logscan_non_ascii.restype = ctypes.c_int64
+        lib.logscan_recode.argtypes = [P8, ctypes.c_int64, P8]
+        lib.logscan_recode.restype = None
         lib.logscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
         lib.logscan_norm_block.restype = ctypes.c_int64
         lib._workbench_typed = True

@@ -29,6 +29,7 @@ const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
 #define MAX_FIELDS 256            /* more fields on one line: handed back */
 #define MAX_TOKEN 512             /* longer number for strtod: handed back */
+#define CODE_MAX 128              /* metric codes are int8 */
 
 enum { KIND_DROP = -1, KIND_SLOW = -2 };                 /* key_kind below, else a metric code >= 0 */
 enum { SEEN_TENSOR = 1, SEEN_LOCAL_NORM = 2 };          /* flags: "tensor(" / "local_norm/" in the chunk */
@@ -44,9 +45,11 @@ typedef struct {
     int64_t nkeys;
     /* rows: one per kept field of a taken line, capacity rows_cap */
     int64_t *rank, *step, *line;
-    int32_t *code;
+    int8_t *code;                 /* key_kind, below code_cap */
     double *value;
     int64_t rows_cap, rows;
+    int64_t *code_rows;           /* rows written per code, code_cap of them */
+    int64_t code_cap;
     /* one per taken line with a kept field: its iteration, capacity rows_cap too */
     int64_t *iteration;
     int64_t iterations;
@@ -64,12 +67,29 @@ static const unsigned char BLANK[256] = {[9] = B, [10] = B, [11] = B, [12] = B, 
 static int blank(unsigned char c) { return BLANK[c]; }
 static int digit(unsigned char c) { return (unsigned char)(c - '0') <= 9; }
 
-/* The first byte at or after p (before e) that is not a blank; runs of spaces eight at a time. */
-static const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1                    /* bytes eight at a time: the first byte of a word is its lowest */
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define SWAR 0
+#define INLINE static inline
+#endif
+
+/* The first byte at or after p (before e) that is not a blank: one blank byte on its own, runs of
+   spaces eight at a time (the first byte that is not a space is the lowest set byte of word ^ spaces). */
+INLINE const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+    if (p < e && !blank(*p)) return p;
+    if (e - p >= 2 && *p == ' ' && !blank(p[1])) return p + 1;
     uint64_t word;
-    while (e - p >= 8) {
+    while (SWAR && e - p >= 8) {
         memcpy(&word, p, 8);
-        if (word != 0x2020202020202020ULL) break;
+        word ^= 0x2020202020202020ULL;
+        if (word != 0) {
+#if SWAR
+            p += __builtin_ctzll(word) >> 3;
+#endif
+            break;
+        }
         p += 8;
     }
     while (p < e && blank(*p)) p++;
@@ -112,22 +132,67 @@ static int64_t needles(const unsigned char *s, const unsigned char *e) {
     return flags;
 }
 
+static const uint64_t POW10_INT[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* [s, p) by strtod on a bounded NUL-terminated copy: 0 unless it reads all of it. */
+static int slow_number(const unsigned char *s, const unsigned char *p, double *out) {
+    if (p - s >= MAX_TOKEN) return 0;                    /* wrapped mantissa above: strtod reads the text */
+    char copy[MAX_TOKEN];
+    memcpy(copy, s, (size_t)(p - s));
+    copy[p - s] = '\0';
+    char *stop = NULL;
+    double value = strtod(copy, &stop);
+    if (stop != copy + (p - s)) return 0;                /* a locale that reads '.' otherwise */
+    *out = value;
+    return 1;
+}
+
 static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
                                  1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* The run of digits at p (before e): its end, and mantissa * 10^length + its value in *mantissa
+   (wrapping past 2^64: the caller counts the digits). Eight bytes at a time where eight are there:
+   the non-digit bytes of a word are those with a high nibble other than 3 or a low one above 9
+   (a carry out of a byte above 0xF9 only disturbs the bytes after it, past the first non-digit). */
+INLINE const unsigned char *digits_at(const unsigned char *p, const unsigned char *e, uint64_t *mantissa) {
+    uint64_t m = *mantissa;
+#if SWAR
+    while (e - p >= 8) {
+        uint64_t word, x;
+        memcpy(&word, p, 8);
+        x = word ^ 0x3030303030303030ULL;
+        uint64_t other = (x & 0xF0F0F0F0F0F0F0F0ULL) | ((x + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL);
+        int n = other ? __builtin_ctzll(other) >> 3 : 8;
+        if (n == 0) break;
+        x = n == 8 ? x : x << (8 * (8 - n));           /* the n digits as the last n of eight, zeros before */
+        x = x * 10 + (x >> 8);                           /* pairs, then fours, then eight: the run's value */
+        x = (((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)))
+             + (((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+        m = m * POW10_INT[n] + x;
+        p += n;
+        if (n < 8) { *mantissa = m; return p; }
+    }
+#endif
+    for (; p < e && digit(*p); p++) m = m * 10 + (uint64_t)(*p - '0');
+    *mantissa = m;
+    return p;
+}
+
 /* The longest number of the grammar at s (reading no further than e): its end in *end and its value
    in *out; 0 when none starts there or it is not read exactly. */
-static int number_at(const unsigned char *s, const unsigned char *e, const unsigned char **end, double *out) {
+INLINE int number_at(const unsigned char *s, const unsigned char *e, const unsigned char **end, double *out) {
     const unsigned char *p = s, *digits;
     int negative = 0;
     uint64_t mantissa = 0;
     int64_t fraction = 0, exponent = 0, count;
     if (e - s >= 3 && s[0] == 'n' && s[1] == 'a' && s[2] == 'n') { *end = s + 3; *out = NAN; return 1; }
     if (p < e && (*p == '+' || *p == '-')) negative = *p++ == '-';
-    for (digits = p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+    digits = p;
+    p = digits_at(p, e, &mantissa);
     count = p - digits;
     if (p < e && *p == '.') {
-        for (digits = ++p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+        digits = ++p;
+        p = digits_at(p, e, &mantissa);
         fraction = p - digits;
     }
     if (count + fraction == 0) return 0;
@@ -147,15 +212,7 @@ static int number_at(const unsigned char *s, const unsigned char *e, const unsig
         *out = negative ? -value : value;
         return 1;
     }
-    if (p - s >= MAX_TOKEN) return 0;                    /* wrapped mantissa above: strtod reads the text */
-    char copy[MAX_TOKEN];
-    memcpy(copy, s, (size_t)(p - s));
-    copy[p - s] = '\0';
-    char *stop = NULL;
-    double value = strtod(copy, &stop);
-    if (stop != copy + (p - s)) return 0;                /* a locale that reads '.' otherwise */
-    *out = value;
-    return 1;
+    return slow_number(s, p, out);
 }
 
 /* The number that is exactly [s, e) (already stripped) into *out; 0 when it is not one. */
@@ -246,7 +303,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         if (k < 0) return -2;                              /* a key Python has not seen yet */
         guess[fields] = k;
         int32_t kind = st->key_kind[k];
-        if (kind == KIND_SLOW) return -1;
+        if (kind == KIND_SLOW || kind >= st->code_cap) return -1;
         *flags |= st->key_flags[k];
         if (kind == KIND_DROP) {
             *flags |= needles(vs, ve);
@@ -263,7 +320,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
    number: its value and its closing '|' (*r); 0 otherwise (the general path decides). */
 static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
                           double *value, const unsigned char **r) {
-    if (k < 0 || st->key_kind[k] < 0) return 0;
+    if (k < 0 || st->key_kind[k] < 0 || st->key_kind[k] >= st->code_cap) return 0;
     const unsigned char *key = st->keys + st->key_start[k];
     int64_t n = st->key_start[k + 1] - st->key_start[k];
     const unsigned char *p = skip_blanks(q, b);
@@ -305,9 +362,29 @@ static void advance(megatron_scan *st, const unsigned char *data, const unsigned
     }
 }
 
-/* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
-   back a line with a new key (call again, with that key passed in). */
-int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
+/* The rows of a taken line, in table order (perm), and each row's code counted in counts. */
+static void store_rows(megatron_scan *st, const int32_t *keys, const int32_t *perm, const double *values, int count,
+                       int64_t iteration, int64_t rank, int64_t *restrict counts) {
+    int64_t at = st->rows, line = st->line_no;
+    int64_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
+    int8_t *restrict codes = st->code + at;
+    double *restrict out = st->value + at;
+    const int32_t *kind = st->key_kind, *shift = st->key_shift;
+    for (int i = 0; i < count; i++) {
+        int32_t k = keys[perm[i]];
+        ranks[i] = rank;
+        steps[i] = iteration + shift[k];
+        lines[i] = line;
+        codes[i] = (int8_t)kind[k];
+        counts[kind[k]]++;
+        out[i] = values[perm[i]];
+    }
+    st->rows = at + count;
+    if (count > 0) st->iteration[st->iterations++] = iteration;
+}
+
+/* logscan_megatron's loop; rows per code go to counts (CODE_MAX of them). */
+static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len, int64_t *counts) {
     int32_t keys[MAX_FIELDS], last_keys[MAX_FIELDS], perm[MAX_FIELDS];
     double values[MAX_FIELDS];
     int64_t guess[MAX_FIELDS];
@@ -338,16 +415,7 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
                     memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
                     last_count = count;
                 }
-                for (int i = 0; i < count; i++) {
-                    int64_t at = st->rows++;
-                    int32_t k = keys[perm[i]];
-                    st->rank[at] = rank;
-                    st->step[at] = iteration + st->key_shift[k];
-                    st->line[at] = st->line_no;
-                    st->code[at] = st->key_kind[k];
-                    st->value[at] = values[perm[i]];
-                }
-                if (count > 0) st->iteration[st->iterations++] = iteration;
+                store_rows(st, keys, perm, values, count, iteration, rank, counts);
                 st->flags |= flags;
             }
             st->last_candidate = a - data;
@@ -357,9 +425,30 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
     return 0;
 }
 
+/* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
+   back a line with a new key (call again, with that key passed in). Codes from code_cap (at most
+   CODE_MAX) on are handed back. */
+int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
+    int64_t counts[CODE_MAX] = {0};
+    if (st->code_cap > CODE_MAX) st->code_cap = CODE_MAX;
+    int status = scan_lines(st, data, len, counts);
+    for (int64_t i = 0; i < st->code_cap; i++) st->code_rows[i] += counts[i];
+    return status;
+}
+
+/* codes[i] = lut[codes[i]] for the n codes (each below 128; the table's sorted category order). */
+void logscan_recode(int8_t *codes, int64_t n, const int8_t *lut) {
+    for (int64_t i = 0; i < n; i++) codes[i] = lut[(uint8_t)codes[i] & 0x7f];
+}
+
 /* Offset of the first byte >= 0x80 in [data, data + len), or -1. */
 int64_t logscan_non_ascii(const unsigned char *data, int64_t len) {
     int64_t i = 0;
+    for (; i + 32 <= len; i += 32) {                     /* four words at a time: one test */
+        uint64_t word[4];
+        memcpy(word, data + i, 32);
+        if ((word[0] | word[1] | word[2] | word[3]) & 0x8080808080808080ULL) break;
+    }
     for (; i + 8 <= len; i += 8) {
         uint64_t word;
         memcpy(&word, data + i, 8);
