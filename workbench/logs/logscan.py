@@ -34,6 +34,10 @@ def library():
         lib.logscan_non_ascii.restype = ctypes.c_int64
         lib.logscan_recode.argtypes = [P8, ctypes.c_int64, P8]
         lib.logscan_recode.restype = None
+        from .mindformers_native import MFScan
+
+        lib.logscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_char_p, ctypes.c_int64]
+        lib.logscan_mindformers.restype = ctypes.c_int
         lib.logscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
         lib.logscan_norm_block.restype = ctypes.c_int64
         lib._workbench_typed = True

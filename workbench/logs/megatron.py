@@ -143,6 +143,9 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
 
 def _interval(iterations: np.ndarray) -> int:
     """The most common step between printed iterations (the first seen among equally common ones)."""
+    steps = np.diff(iterations)
+    if steps.size and steps[0] > 0 and (steps == steps[0]).all():
+        return int(steps[0])                               # printed in order at one interval: no sort
     steps = np.diff(np.unique(iterations))
     if steps.size == 0:
         return 1

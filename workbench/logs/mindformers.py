@@ -58,6 +58,7 @@ class _State:
         self.block_lengths: set[int] = set()       # len(norm_size) of every stored block
         self.last_step = 0
         self.non_sink = False
+        self.native = None                        # the compiled scan (mindformers_native), when built
         self.rank = int(match.group(1)) if (match := RANK_DIR.search(path.as_posix())) else -1
 
 
@@ -252,7 +253,7 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: b
     state = _State(path, run or path.stem, fmt)
     for first, data in chunks(path, state.notes):
         if fast:
-            _scan(state, data, first, _line, _finish_block)
+            _scan(state, data, first, _line, _finish_block, _store_block)
             _parse_batch(state)
         else:
             for index, raw in enumerate(data.split(b"\n")):

@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from .logscan import PF, library
+from .mindformers_native import DONE, NativeSteps, hand_back
 from .norm_rows import NormBlock
 
 NORM_SIZE = b"norm_size:"
@@ -23,11 +24,22 @@ ARRAY_START = (b"[", b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
 NOT_ARRAY_LINE = re.compile(rb"\n(?![ \t\r\x0b\x0c]*[\[\-0-9.ni])")      # a later line _line would not take
 
 
-def scan(state, data: bytes, first: int, line, finish) -> None:
+def scan(state, data: bytes, first: int, line, finish, store=None) -> None:
     """Every line of ``data`` (whole lines, the first numbered ``first``) into ``state``: ``line`` is
-    the per-line parser, ``finish`` ends a block it would end."""
+    the per-line parser, ``finish`` ends a block it would end, ``store(state, step, block)`` stores a
+    block at its step (for the compiled scan, ``mindformers_native``, when the library is built)."""
     pos, number, end, lib = 0, first, len(data), library()
+    native = _native(state, lib) if store is not None else None
     while pos <= end:
+        if native is not None and state.block is None and state.groups is None:
+            status, pos, number = native.run(state, data, pos, number, store)
+            if status == DONE or state.block is not None:
+                continue                                  # done, or the block C left open: read below
+            eol = data.find(b"\n", pos)
+            eol = end if eol < 0 else eol
+            hand_back(state, native, data[pos:eol], number, line)
+            pos, number = eol + 1, number + 1
+            continue
         if state.block is not None and not state.block[2] and state.groups is None:
             moved = _fast_block(state, data, pos, number, finish, lib)
             if moved is not None:
@@ -45,6 +57,15 @@ def scan(state, data: bytes, first: int, line, finish) -> None:
         eol = end if eol < 0 else eol
         line(state, data[pos:eol], number)
         pos, number = eol + 1, number + 1
+
+
+def _native(state, lib):
+    """The reader's compiled scan (made on its first chunk), or ``None`` without the library."""
+    if lib is None:
+        return None
+    if state.native is None:
+        state.native = NativeSteps(lib, state.fmt)
+    return state.native
 
 
 def _next_block_line(data: bytes, pos: int) -> int:
