@@ -279,3 +279,81 @@ def test_random_mutations_of_real_lines(tmp_path, monkeypatch, fmt):
         path = tmp_path / f"{fmt}{round_}.log"
         path.write_bytes(b"\n".join(out))
         three_ways(monkeypatch, path, fmt)
+
+
+# ------------------------------------------------------------- MindFormers step lines in C -----------
+
+STEP_PIECES = [
+    "loss: 10.633, per_step_time: 1752ms, lr: 1e-05, overflow cond: False, loss_scale: 1.0, global_norm: [1.508834]",
+    "loss:[10.633/10.700], per_step_time: 1752ms, lr: 1e-05, overflow cond: True, loss_scale: 65536.0, global_norm: None",
+    "loss: 2.5, lm_loss: 1.5, load_balancing_loss: 0.01, mtp_loss: 0.3, aux_loss: 7, train_throughput_per_npu: 0.123T",
+    "loss: NaN, lr: -inf, loss_scale: +inf, global_norm: inf, per_step_time: 1752 ms, overflow cond: TRUE",
+    "loss: 1_0, lr: 1e999, global_norm: [ 1.5 ], loss_scale: [1 31049], per_step_time: ms",
+    "loss: [], lr: [, global_norm: ], loss_scale: 5msms, per_step_time: 5ms ms",
+    "unknown_key: 5, weird:: 5, loss:, noColonPiece, ,, , loss: 1.0,loss_scale: 2",
+    "loss: 1.0\r", "loss: 1.0  ", "loss: \x1c1.0\x1f, lr: \x0b2.0", "loss: 1.0ms, lr: 0x10, global_norm: -nan",
+    "loss: 9007199254740993, lr: 0.1000000000000000055511151231257827, global_norm: 1e-400",
+    ", ".join(f"loss: {k}" for k in range(70)),
+]
+STEP_HEADS = ["{ Epoch:[  1/  2], step:[    3/   19], ", "Epoch:[1/2],step:[3/19],", "Epoch:[\x1c1/\t2],\x0bstep:[ 3/ 19],\x1d",
+              "Epoch:[1234567890/  2], step:[1/2], ", "Epoch:[  0/  1], step:[    5/   10], ",
+              "Epoch:[  1/  1], step:[    1/    1] ", "Epoch:[  1/  1], step:[    1/    1],, ",
+              "x Epoch:[ 1/ 1], step:[1/1] bad Epoch:[ 2/ 1], step:[ 1/ 1], ", "\u00e9 Epoch:[ 1/ 1], step:[ 1/ 1], ",
+              "Epoch:[  3/  4], step:[ 1234567890123/ 5], ", "Epoch:[ 1/ 1], step:[ 1/ 1], loss: 7 Epoch:[ 2/ 2], step:[ 1/ 1], "]
+
+
+def test_step_lines_read_the_same(tmp_path, monkeypatch):
+    """Every step-line head and piece form (sink and non-sink, units, words, brackets, unknown keys,
+    Python's \\s, monitor lines, a later match, non-ASCII, overflowing counters) between blocks."""
+    prefix = line_prefix()
+    block = prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)
+    out = []
+    for head in STEP_HEADS:
+        for pieces in STEP_PIECES:
+            out += [block, prefix + head + pieces, prefix + "   0.3% |      | 10.00000 samples/s/p  0:04:59 }"]
+    out += [block.replace("norm_size: (4, 4", "norm_size: (4,  4"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block.replace("norm_size", "norm_size: \u00e9 norm_size"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block.replace("local_norm:", "local_norm:\nlocal_norm:"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block, block, prefix + STEP_HEADS[0] + STEP_PIECES[0], block]
+    path = tmp_path / "steps.log"
+    path.write_bytes("\n".join(out).encode().replace(b"\xc3\xa9 Epoch", b"\xff Epoch", 3))
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+    got = read_mindformers(path, load_formats()["mindformers"])
+    assert len(got.series) > 500 and len(got.local_norms) > 100 * 40 and any("not a number" in n for n in got.notes)
+    odd = tmp_path / "odd.log"                          # a norm_size line where the array should start: an error
+    odd.write_text(block.replace(" norm_size", " norm_size: (4,)\n norm_size") + "\n" + prefix + STEP_HEADS[0] + "loss: 1")
+    three_ways(monkeypatch, odd, "mindformers")
+
+
+def test_a_step_past_int64_is_one_error(tmp_path, monkeypatch):
+    path = tmp_path / "big.log"
+    path.write_text("{ Epoch:[999999999/1], step:[999999999999/999999999999], loss: 1.0, lr: 2\n")
+    three_ways(monkeypatch, path, "mindformers")
+    with pytest.raises(InputError, match="big.log:1.*64-bit"):
+        read_mindformers(path, load_formats()["mindformers"])
+
+
+def test_step_and_progress_lines_never_reach_python(tmp_path, monkeypatch):
+    """A spy on the per-line parser (the real one runs): C reads every step, progress, norm_size and
+    local_norm line but the first norm_size line and the first step line (which teach it the keys)."""
+    import workbench.logs.mindformers as mindformers
+
+    calls = []
+    per_line = mindformers._line
+
+    def counted(state, raw, number):
+        calls.append(number)
+        return per_line(state, raw, number)
+    monkeypatch.setattr(mindformers, "_line", counted)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
+                                                  "benchmarks" / "logs.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    benchmark.write_mindformers(tmp_path / "mf.log", 20, 1000)
+    got = read_mindformers(tmp_path / "mf.log", load_formats()["mindformers"])
+    assert len(got.local_norms) == 20_000 and len(got.series) == 20 * 6
+    assert len(calls) <= 4, calls

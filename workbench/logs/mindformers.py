@@ -65,6 +65,9 @@ class _State:
 def _step_line(state: _State, line: str, number_: int, match: re.Match) -> None:
     epoch, _, step, per_epoch = (int(match.group(i)) for i in range(1, 5))
     global_step = (epoch - 1) * per_epoch + step
+    if not -(1 << 63) <= global_step < 1 << 63:
+        raise InputError(location(state.path, number_), f"step (epoch - 1) * {per_epoch} + {step} of epoch {epoch} is "
+                         "past a 64-bit integer", "pass the log as MindFormers wrote it")
     rest = match.group(6)
     if not match.group(5):                        # 'step:[..] tag: value': a monitor line
         _monitor_line(state, global_step, rest, number_)
