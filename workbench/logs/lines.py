@@ -41,7 +41,8 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
     the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
     the next). ``count(buffer, size)``, called once the chunk is read, says how many line ends it
     holds (``bytearray.count`` unless given: a scanner that has counted them already)."""
-    count = count or (lambda buffer, size: buffer.count(b"\n", 0, size))
+    if count is None:
+        from .logscan import count_lines as count
     number, carry, skipping, skipped = 1, 0, False, []
     buffer = bytearray(CHUNK + SLACK)
     with open(path, "rb", buffering=0) as handle:

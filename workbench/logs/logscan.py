@@ -23,6 +23,18 @@ class Scan(ctypes.Structure):
                 ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64)]
 
 
+def count_lines(buffer: bytearray, size: int) -> int:
+    """``buffer.count(b"\\n", 0, size)``, by the library when it is built (a memchr loop, not a byte loop)."""
+    lib = library()
+    if lib is None:
+        return buffer.count(b"\n", 0, size)
+    holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
+    try:
+        return lib.logscan_count_lines(ctypes.addressof(holder), size)
+    finally:
+        del holder                                        # the caller may resize its buffer after
+
+
 def library():
     from ..native import library as native
 
@@ -34,6 +46,8 @@ def library():
         lib.logscan_non_ascii.restype = ctypes.c_int64
         lib.logscan_recode.argtypes = [P8, ctypes.c_int64, P8]
         lib.logscan_recode.restype = None
+        lib.logscan_count_lines.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        lib.logscan_count_lines.restype = ctypes.c_int64
         from .mindformers_native import MFScan
 
         lib.logscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_char_p, ctypes.c_int64]

@@ -23,6 +23,7 @@ from .logscan import CODES, P8, P32, P64, PF
 DONE, BACK, FULL = 0, 1, 2
 KIND_DROP, KIND_SLOW = -1, -2
 ROWS = 4096                       # series rows and blocks taken per call at most (then Python takes them)
+HUGE = (4 << 20) // 8 + 512       # values per array at least: numpy asks for huge pages from 4 MiB on
 
 
 class MFScan(ctypes.Structure):
@@ -117,14 +118,23 @@ class NativeSteps:
         scan.block_line, scan.block_step, scan.block_at = (_pointer(array, P64) for array in self.blocks)
         scan.rows_cap = scan.blocks_cap = ROWS
 
+    @staticmethod
+    def can_start(state) -> bool:
+        """C can go on from here: no Param groups block open, and no local_norm block, or one whose
+        array has not started, opened by the last norm_size line."""
+        block = state.block
+        return state.groups is None and (block is None or (not block[2] and block[1] is state.sizes[1]))
+
     def run(self, state, data: bytes, pos: int, number: int, store) -> tuple[int, int, int]:
         """C from line ``number`` at ``pos`` until it is done with the chunk or hands a line back:
-        (status, position, line number) where it stopped; a block it left open is ``state.block``.
+        (status, position, line number) where it stopped; a block it left open is ``state.block``
+        (the line at that position is then one of that block's for the Python paths).
         ``store(state, step, block)`` stores a block at its step (``mindformers._store_block``)."""
         scan = self.scan
         self._load_sizes(state)
         self.keys.load(scan)
-        scan.pos, scan.line_no, scan.open_block, scan.last_step = pos, number, -1, state.last_step
+        scan.pos, scan.line_no, scan.last_step = pos, number, state.last_step
+        scan.open_block, state.block = (-1 if state.block is None else state.block[0]), None
         scan.rows = scan.blocks = scan.waiting = scan.steps_read = 0
         while True:
             if scan.values_cap - scan.values_used < max(scan.nsizes, 1):
@@ -147,7 +157,7 @@ class NativeSteps:
 
     def _values(self, remaining: int, nsizes: int) -> None:
         """A fresh values array (the blocks taken so far keep views of the old one)."""
-        self.values = np.empty(max(remaining // 16, 8 * nsizes, 1024), dtype=np.float64)
+        self.values = np.empty(max(remaining // 16, 8 * nsizes, HUGE), dtype=np.float64)
         self.scan.values, self.scan.values_cap, self.scan.values_used = _pointer(self.values, PF), len(self.values), 0
 
     def _take(self, state, store) -> None:

@@ -31,15 +31,16 @@ def scan(state, data: bytes, first: int, line, finish, store=None) -> None:
     pos, number, end, lib = 0, first, len(data), library()
     native = _native(state, lib) if store is not None else None
     while pos <= end:
-        if native is not None and state.block is None and state.groups is None:
+        if native is not None and native.can_start(state):
             status, pos, number = native.run(state, data, pos, number, store)
-            if status == DONE or state.block is not None:
-                continue                                  # done, or the block C left open: read below
-            eol = data.find(b"\n", pos)
-            eol = end if eol < 0 else eol
-            hand_back(state, native, data[pos:eol], number, line)
-            pos, number = eol + 1, number + 1
-            continue
+            if status == DONE:
+                break
+            if state.block is None:                        # a line outside a block: the per-line parser's
+                eol = data.find(b"\n", pos)
+                eol = end if eol < 0 else eol
+                hand_back(state, native, data[pos:eol], number, line)
+                pos, number = eol + 1, number + 1
+                continue
         if state.block is not None and not state.block[2] and state.groups is None:
             moved = _fast_block(state, data, pos, number, finish, lib)
             if moved is not None:

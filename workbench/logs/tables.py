@@ -39,4 +39,4 @@ def categorical(codes: np.ndarray, names: list[str], counts: np.ndarray | None =
 
 def labels(label: str, count: int) -> pd.Categorical:
     """One run label ``count`` times, as a Categorical."""
-    return pd.Categorical.from_codes(np.zeros(count, dtype=np.int8), [label])
+    return pd.Categorical.from_codes(np.zeros(count, dtype=np.int8), [label], validate=False)

@@ -718,3 +718,14 @@ int logscan_mindformers(mf_scan *st, const unsigned char *data, int64_t len) {
     st->pos = len + 1;
     return MF_DONE;
 }
+
+/* How many '\n' are in [data, data + len). */
+int64_t logscan_count_lines(const unsigned char *data, int64_t len) {
+    int64_t count = 0;
+    const unsigned char *p = data, *e = data + len;
+    while (p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL) {
+        count++;
+        p++;
+    }
+    return count;
+}
