@@ -237,3 +237,14 @@ def test_an_absurd_norm_size_is_one_line(tmp_path):
     for fast in (True, False):
         with pytest.raises(InputError, match=rf"^{path}:1: norm_size holds a number larger than any tensor"):
             read_mindformers(path, load_formats()["mindformers"], fast=fast)
+
+
+def test_typed_frame_equals_frame():
+    """The series table built column by column equals the one pandas infers cell by cell."""
+    from workbench.logs.schema import SERIES_COLUMNS
+    from workbench.logs.tables import frame, typed_frame
+
+    rows = [("run", -1, 3, "loss", 1.5, 10), ("run", 0, -(1 << 62), "lr", math.nan, 11),
+            ("run", 2, 1 << 62, "grad_norm", -0.0, 12), ("run", -1, 4, "loss", np.float64(2.5), 13)]
+    for some in (rows, rows[:1], []):
+        pd.testing.assert_frame_equal(typed_frame(some, SERIES_COLUMNS), frame(some, SERIES_COLUMNS), check_exact=True)

@@ -30,7 +30,7 @@ from .mindformers_scan import ARRAY_START
 from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
 from .schema import SERIES_COLUMNS, LogSeries
-from .tables import frame
+from .tables import frame, typed_frame
 from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
@@ -288,7 +288,8 @@ def _result(state: _State) -> LogSeries:
     if order is not None:
         facts["param_groups"] = len(order)
         _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
-    return LogSeries(str(state.path), "mindformers", frame(state.series, SERIES_COLUMNS), norms, facts, notes, order)
+    series = typed_frame(state.series, SERIES_COLUMNS)
+    return LogSeries(str(state.path), "mindformers", series, norms, facts, notes, order)
 
 
 def _name_blocks(norms, order: list[str], lengths: set[int], notes: list[str], definition: str) -> None:
