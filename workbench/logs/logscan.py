@@ -20,7 +20,7 @@ class Scan(ctypes.Structure):
                 ("iteration", P64), ("iterations", ctypes.c_int64),
                 ("back", P64), ("back_cap", ctypes.c_int64), ("backs", ctypes.c_int64),
                 ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64), ("done", ctypes.c_int64),
-                ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64)]
+                ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64), ("non_ascii", ctypes.c_int64)]
 
 
 def count_lines(buffer: bytearray, size: int) -> int:

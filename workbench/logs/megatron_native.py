@@ -136,7 +136,7 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
         chunk_first[0] = first
         holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
         address = ctypes.addressof(holder)
-        state.pos, state.line_no, state.done, state.last_candidate, state.flags = 0, first, 0, -1, 0
+        state.pos, state.line_no, state.done, state.last_candidate, state.flags, state.non_ascii = 0, first, 0, -1, 0, 0
         while True:
             state.backs = 0
             table.load(state)
@@ -164,7 +164,7 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
             end = buffer.find(b"\n", state.last_candidate, size)
             match = ITERATION.search(bytes(buffer[state.last_candidate:size if end < 0 else end]))
             current = int(match.group(1)) if match else current
-        if lib.logscan_non_ascii(address, size) >= 0:
+        if state.non_ascii:                                    # C checked every line it went through
             _utf8(bytes(buffer[:size]), first, bad)
         del holder                                             # the reader may resize its buffer now
     rows.metrics = table.metrics

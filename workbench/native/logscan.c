@@ -27,6 +27,10 @@
 
 const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
+int64_t logscan_non_ascii(const unsigned char *data, int64_t len);
+int64_t logscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, double *values, int64_t cap,
+                           int64_t *stop, int64_t *lines);
+
 #define MAX_FIELDS 256            /* more fields on one line: handed back */
 #define MAX_TOKEN 512             /* longer number for strtod: handed back */
 #define CODE_MAX 128              /* metric codes are int8 */
@@ -60,6 +64,7 @@ typedef struct {
     int64_t pos, line_no, done;
     int64_t last_candidate;       /* offset of the last line holding "iteration" and "|", or -1 */
     int64_t flags;                /* SEEN_* */
+    int64_t non_ascii;            /* set once a line read so far holds a byte >= 0x80 */
 } megatron_scan;
 
 #define B 1                       /* Python's \s for bytes, what bytes.strip() removes: \t \n \v \f \r and space */
@@ -395,6 +400,7 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
         const unsigned char *b = nl ? nl : data + len;
         const unsigned char *it = find_iteration(a, b);
+        if (!st->non_ascii) st->non_ascii = logscan_non_ascii(a, b - a) >= 0;   /* the line is in cache now */
         if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
             st->flags |= needles(a, b);
         } else {
