@@ -17,7 +17,7 @@ import workbench.logs.lines as lines
 from workbench.errors import InputError
 from workbench.logs import read_log
 from workbench.logs.formats import load_formats
-from workbench.logs.logscan import library
+from workbench.logs.logscan import library, mf_library
 from workbench.logs.megatron import read_megatron
 from workbench.logs.mindformers import read_mindformers
 from workbench.reference.mindformers_log import format_local_norm_message, format_loss_message, line_prefix
@@ -25,7 +25,7 @@ from workbench.reference.mindformers_log import format_local_norm_message, forma
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_logs_fastpath import megatron_log, mindformers_log  # noqa: E402
 
-pytestmark = pytest.mark.skipif(library() is None, reason="the compiled log scanner is not built "
+pytestmark = pytest.mark.skipif(library() is None or mf_library() is None, reason="the compiled log scanners are not built "
                                 "(python workbench/native/build.py), or WORKBENCH_NATIVE=0")
 CHUNKS = (8 << 20, 4096, 333)
 
@@ -357,3 +357,24 @@ def test_step_and_progress_lines_never_reach_python(tmp_path, monkeypatch):
     got = read_mindformers(tmp_path / "mf.log", load_formats()["mindformers"])
     assert len(got.local_norms) == 20_000 and len(got.series) == 20 * 6
     assert len(calls) <= 4, calls
+
+
+def test_a_library_is_stale_when_a_header_it_includes_changes(tmp_path):
+    """The scanners share ``lognum.h``: the source hash a library carries covers the headers its
+    source includes, so an edited header never runs with an old library (a missing one: not loaded)."""
+    from workbench.native import build, load
+
+    (tmp_path / "part.h").write_text("static int twice(int value) { return 2 * value; }\n")
+    (tmp_path / "probe.c").write_text('#include "part.h"\nconst char *workbench_source_hash(void) '
+                                      '{ return WORKBENCH_SOURCE_HASH; }\nint four(void) { return twice(2); }\n')
+    build.compile_library(tmp_path / "probe.c")
+    assert load("probe", tmp_path).four() == 4
+    load.cache_clear()
+    (tmp_path / "part.h").write_text("static int twice(int value) { return 3 * value; }\n")
+    assert load("probe", tmp_path) is None
+    load.cache_clear()
+    (tmp_path / "part.h").unlink()
+    assert load("probe", tmp_path) is None
+    with pytest.raises(RuntimeError, match="part.h"):
+        build.compile_library(tmp_path / "probe.c")
+    load.cache_clear()

@@ -1,6 +1,7 @@
-"""The compiled log scanner ``workbench/native/logscan.c`` through ctypes: ``library()`` is the loaded
-library with its functions typed, or ``None`` (not built, stale, or ``WORKBENCH_NATIVE=0``): every
-caller then takes its Python path, which gives the same results."""
+"""The compiled log scanners ``workbench/native/logscan.c`` (Megatron) and ``mfscan.c`` (MindFormers)
+through ctypes: ``library()`` / ``mf_library()`` is the loaded library with its functions typed, or
+``None`` (not built, stale, or ``WORKBENCH_NATIVE=0``): every caller then takes its Python path,
+which gives the same results."""
 from __future__ import annotations
 
 import ctypes
@@ -36,6 +37,7 @@ def count_lines(buffer: bytearray, size: int) -> int:
 
 
 def library():
+    """The Megatron scanner and line counter (``logscan.c``), or ``None``."""
     from ..native import library as native
 
     lib = native("logscan")
@@ -48,11 +50,20 @@ def library():
         lib.logscan_recode.restype = None
         lib.logscan_count_lines.argtypes = [ctypes.c_void_p, ctypes.c_int64]
         lib.logscan_count_lines.restype = ctypes.c_int64
-        from .mindformers_native import MFScan
+        lib._workbench_typed = True
+    return lib
 
-        lib.logscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_char_p, ctypes.c_int64]
-        lib.logscan_mindformers.restype = ctypes.c_int
-        lib.logscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
-        lib.logscan_norm_block.restype = ctypes.c_int64
+
+def mf_library():
+    """The MindFormers scanner (``mfscan.c``: step lines, norm_size lines, local_norm arrays), or ``None``."""
+    from ..native import library as native
+    from .mindformers_native import MFScan
+
+    lib = native("mfscan")
+    if lib is not None and not getattr(lib, "_workbench_typed", False):
+        lib.mfscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_char_p, ctypes.c_int64]
+        lib.mfscan_mindformers.restype = ctypes.c_int
+        lib.mfscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
+        lib.mfscan_norm_block.restype = ctypes.c_int64
         lib._workbench_typed = True
     return lib

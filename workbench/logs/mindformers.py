@@ -30,7 +30,7 @@ from .mindformers_scan import ARRAY_START
 from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
 from .schema import SERIES_COLUMNS, LogSeries
-from .tables import frame, typed_frame
+from .tables import typed_frame
 from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")

@@ -1,4 +1,4 @@
-"""The compiled scan of MindFormers logs (``logscan_mindformers`` in ``workbench/native/logscan.c``),
+"""The compiled scan of MindFormers logs (``mfscan_mindformers`` in ``workbench/native/mfscan.c``),
 used by ``mindformers_scan.scan`` when the library is built and ``WORKBENCH_NATIVE`` is not ``0``.
 
 C reads, from a position in the chunk, every line the exact per-line parser (``mindformers._line``)
@@ -13,7 +13,6 @@ line, or left pending (``state.pending``) when their step line has not come yet.
 from __future__ import annotations
 
 import ctypes
-import re
 from itertools import repeat
 
 import numpy as np
@@ -27,7 +26,7 @@ HUGE = (4 << 20) // 8 + 512       # values per array at least: numpy asks for hu
 
 
 class MFScan(ctypes.Structure):
-    """``mf_scan`` of logscan.c, field for field."""
+    """``mf_scan`` of mfscan.c, field for field."""
 
     _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("units", ctypes.c_void_p),
                 ("unit_start", P64), ("nkeys", ctypes.c_int64),
@@ -139,7 +138,7 @@ class NativeSteps:
         while True:
             if scan.values_cap - scan.values_used < max(scan.nsizes, 1):
                 self._values(len(data) - scan.pos, scan.nsizes)
-            status = self.lib.logscan_mindformers(ctypes.byref(scan), data, len(data))
+            status = self.lib.mfscan_mindformers(ctypes.byref(scan), data, len(data))
             self._take(state, store)
             if status != FULL:
                 break
@@ -171,10 +170,10 @@ class NativeSteps:
             state.last_step = scan.last_step
         if scan.rows:
             steps, lines, codes, values = (array[:scan.rows].tolist() for array in self.rows)
-            state.series.extend(zip(repeat(state.run), repeat(state.rank), steps, map(metrics.__getitem__, codes),
-                                    values, lines))
+            state.series.extend(zip(repeat(state.run, len(steps)), repeat(state.rank, len(steps)), steps,
+                                    map(metrics.__getitem__, codes), values, lines, strict=True))
         sizes, count, stepped = state.sizes[1], scan.nsizes, scan.blocks - scan.waiting
-        for index, (first, step, at) in enumerate(zip(*(array[:scan.blocks].tolist() for array in self.blocks))):
+        for index, (first, step, at) in enumerate(zip(*(array[:scan.blocks].tolist() for array in self.blocks), strict=True)):
             block = NormBlock(first, sizes, None, self.values[at:at + count])
             if index < stepped:
                 store(state, step, block)

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from .logscan import PF, library
+from .logscan import PF, mf_library as library
 from .mindformers_native import DONE, NativeSteps, hand_back
 from .norm_rows import NormBlock
 
@@ -116,6 +116,6 @@ def _native_block(state, data: bytes, pos: int, lib):
     sizes = state.block[1]
     values = np.empty(len(sizes), dtype=np.float64)
     stop, ends = ctypes.c_int64(), ctypes.c_int64()
-    count = lib.logscan_norm_block(data, len(data), pos, values.ctypes.data_as(PF), len(values),
+    count = lib.mfscan_norm_block(data, len(data), pos, values.ctypes.data_as(PF), len(values),
                                    ctypes.byref(stop), ctypes.byref(ends))
     return (values, stop.value, ends.value) if count == len(values) else None

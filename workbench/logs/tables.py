@@ -27,7 +27,7 @@ def typed_frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
     if not rows:
         return frame(rows, columns)
     data = {}
-    for name, values in zip(columns, zip(*rows), strict=True):
+    for name, values in zip(columns, zip(*rows, strict=True), strict=True):
         kind = COLUMN_TYPES[name]
         if kind == "category":
             data[name] = pd.Categorical(values)
