@@ -61,9 +61,9 @@ def mf_library():
 
     lib = native("mfscan")
     if lib is not None and not getattr(lib, "_workbench_typed", False):
-        lib.mfscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_char_p, ctypes.c_int64]
+        lib.mfscan_mindformers.argtypes = [ctypes.POINTER(MFScan), ctypes.c_void_p, ctypes.c_int64]
         lib.mfscan_mindformers.restype = ctypes.c_int
-        lib.mfscan_norm_block.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
+        lib.mfscan_norm_block.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, PF, ctypes.c_int64, P64, P64]
         lib.mfscan_norm_block.restype = ctypes.c_int64
         lib._workbench_typed = True
     return lib

@@ -25,7 +25,7 @@ from ..errors import InputError, location
 from ..input_files import parse_json
 from .fastnum import batch_floats
 from .formats import LogFormat
-from .lines import bad_bytes_note, chunks, text
+from .lines import bad_bytes_note, chunks, spans, text
 from .mindformers_scan import ARRAY_START
 from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
@@ -254,11 +254,12 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: b
     ``fast=False`` reads every line with the exact per-line parser (the reference the fast path is
     tested against)."""
     state = _State(path, run or path.stem, fmt)
-    for first, data in chunks(path, state.notes):
-        if fast:
+    if fast:
+        for first, data, _ in spans(path, state.notes, exact=True):      # the read buffer itself, no copy
             _scan(state, data, first, _line, _finish_block, _store_block)
             _parse_batch(state)
-        else:
+    else:
+        for first, data in chunks(path, state.notes):
             for index, raw in enumerate(data.split(b"\n")):
                 _line(state, raw, first + index)
     if state.block is not None:

@@ -124,8 +124,9 @@ class NativeSteps:
         block = state.block
         return state.groups is None and (block is None or (not block[2] and block[1] is state.sizes[1]))
 
-    def run(self, state, data: bytes, pos: int, number: int, store) -> tuple[int, int, int]:
-        """C from line ``number`` at ``pos`` until it is done with the chunk or hands a line back:
+    def run(self, state, address: int, size: int, pos: int, number: int, store) -> tuple[int, int, int]:
+        """C from line ``number`` at ``pos`` of the chunk (``size`` bytes at ``address``) until it is done
+        with the chunk or hands a line back:
         (status, position, line number) where it stopped; a block it left open is ``state.block``
         (the line at that position is then one of that block's for the Python paths).
         ``store(state, step, block)`` stores a block at its step (``mindformers._store_block``)."""
@@ -137,8 +138,8 @@ class NativeSteps:
         scan.rows = scan.blocks = scan.waiting = scan.steps_read = 0
         while True:
             if scan.values_cap - scan.values_used < max(scan.nsizes, 1):
-                self._values(len(data) - scan.pos, scan.nsizes)
-            status = self.lib.mfscan_mindformers(ctypes.byref(scan), data, len(data))
+                self._values(size - scan.pos, scan.nsizes)
+            status = self.lib.mfscan_mindformers(ctypes.byref(scan), address, size)
             self._take(state, store)
             if status != FULL:
                 break
