@@ -175,7 +175,7 @@ def phases(path: Path) -> str:
 
     spent: dict[str, float] = {}
     patches = [(megatron_native, "spans", _timed_chunks(megatron_native.spans, spent)),
-               (mindformers, "chunks", _timed_chunks(mindformers.chunks, spent)),
+               (mindformers, "spans", _timed_chunks(mindformers.spans, spent)),
                (megatron_native, "library", lambda: _Timed(library(), spent, "C scan")),
                (mindformers_scan, "library", lambda: _Timed(mf_library(), spent, "C scan")),
                (megatron, "_slow_line", _timer(megatron._slow_line, spent, "Python lines")),
@@ -206,7 +206,7 @@ def phases(path: Path) -> str:
 def scanner() -> str:
     from workbench.logs.logscan import library
 
-    return "compiled (workbench/native/logscan.c)" if library() is not None else \
+    return "compiled (workbench/native/logscan.c, mfscan.c)" if library() is not None else \
         "Python/numpy (WORKBENCH_NATIVE=0, or the library is not built: python workbench/native/build.py)"
 
 
