@@ -1,6 +1,8 @@
-"""The fast path through a chunk of a MindFormers log: a ``local_norm`` array (hundreds of lines) is
-cut out of the chunk whole with ``bytes.find`` and its numbers set aside to be parsed with the rest
-of the chunk's (``fastnum``); every other line goes through the exact per-line parser (``line``).
+"""The fast path through a chunk of a MindFormers log. With the compiled scanner (``mfscan.c``, through
+``mindformers_native``) C reads the chunk and hands back only the lines it does not read exactly.
+Without it (and where C stops inside a block) a ``local_norm`` array (hundreds of lines) is cut out
+of the chunk whole with ``bytes.find`` and its numbers set aside to be parsed with the rest of the
+chunk's (``fastnum``); every other line goes through the exact per-line parser (``line``).
 
 A block takes the fast path only when the per-line parser would read it the same way: it starts on
 the line after ``local_norm:``, every one of its lines starts (after blanks) with what an array line
