@@ -293,6 +293,8 @@ STEP_PIECES = [
     "unknown_key: 5, weird:: 5, loss:, noColonPiece, ,, , loss: 1.0,loss_scale: 2",
     "loss: 1.0\r", "loss: 1.0  ", "loss: \x1c1.0\x1f, lr: \x0b2.0", "loss: 1.0ms, lr: 0x10, global_norm: -nan",
     "loss: 9007199254740993, lr: 0.1000000000000000055511151231257827, global_norm: 1e-400",
+    "loss:[ 2.5 / 2.25 ], lr: [1e-5/2]", "loss:[2.5/], lr: 1", "loss:[2.5/x]", "loss:[2.5/[3]]", "loss:[/2.5]",
+    "loss:[nan/None], overflow cond: [True/1]", "loss:[2.5/2 5]", "loss:[2.5 /2.5/2.5]", "loss: [1.5]",
     ", ".join(f"loss: {k}" for k in range(70)),
 ]
 STEP_HEADS = ["{ Epoch:[  1/  2], step:[    3/   19], ", "Epoch:[1/2],step:[3/19],", "Epoch:[\x1c1/\t2],\x0bstep:[ 3/ 19],\x1d",
@@ -378,3 +380,26 @@ def test_a_library_is_stale_when_a_header_it_includes_changes(tmp_path):
     with pytest.raises(RuntimeError, match="part.h"):
         build.compile_library(tmp_path / "probe.c")
     load.cache_clear()
+
+
+def test_non_sink_step_lines_never_reach_python(tmp_path, monkeypatch):
+    """``loss:[current/mean]`` (non-sink mode) is read by C, and the note it calls for is made."""
+    import workbench.logs.mindformers as mindformers
+
+    calls = []
+    per_line = mindformers._line
+
+    def counted(state, raw, number):
+        calls.append(number)
+        return per_line(state, raw, number)
+    monkeypatch.setattr(mindformers, "_line", counted)
+    prefix = line_prefix()
+    path = tmp_path / "nonsink.log"
+    path.write_text("\n".join(prefix + f"{{ Epoch:[  1/  1], step:[{step:5d}/  200], loss:[{5 - step / 100:.6f}/"
+                              f"{5 - step / 200:.6f}], per_step_time: 1000ms, lr: 1e-05, overflow cond: False, "
+                              "loss_scale: 1.0, global_norm: [1.5]" for step in range(1, 201)) + "\n")
+    got = read_mindformers(path, load_formats()["mindformers"])
+    assert len(got.series) == 200 * 6 and len(calls) <= 1 and any("non-sink" in note for note in got.notes)
+    assert got.metric("loss").iloc[-1] == 3.0
+    calls.clear()
+    three_ways(monkeypatch, path, "mindformers")

@@ -28,7 +28,8 @@ HUGE = (4 << 20) // 8 + 512       # values per array at least: numpy asks for hu
 class MFScan(ctypes.Structure):
     """``mf_scan`` of mfscan.c, field for field."""
 
-    _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("units", ctypes.c_void_p),
+    _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("key_loss", P32),
+                ("units", ctypes.c_void_p),
                 ("unit_start", P64), ("nkeys", ctypes.c_int64),
                 ("sizes", ctypes.c_void_p), ("sizes_len", ctypes.c_int64), ("nsizes", ctypes.c_int64),
                 ("step", P64), ("line", P64), ("code", P8), ("value", PF), ("rows_cap", ctypes.c_int64),
@@ -38,7 +39,7 @@ class MFScan(ctypes.Structure):
                 ("values", PF), ("values_cap", ctypes.c_int64), ("values_used", ctypes.c_int64),
                 ("waiting", ctypes.c_int64), ("last_step", ctypes.c_int64), ("steps_read", ctypes.c_int64),
                 ("first_step", ctypes.c_int64), ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64),
-                ("open_block", ctypes.c_int64)]
+                ("open_block", ctypes.c_int64), ("non_sink", ctypes.c_int64)]
 
 
 def _pointer(array: np.ndarray, kind):
@@ -51,7 +52,7 @@ class StepKeys:
 
     def __init__(self, fmt):
         self.fmt = fmt
-        self.kinds: dict[bytes, tuple[int, bytes]] = {}
+        self.kinds: dict[bytes, tuple[int, bytes, int]] = {}
         self.metrics: list[str] = []
         self.arrays: tuple = ()
 
@@ -73,14 +74,17 @@ class StepKeys:
         if new:
             self._arrays()
 
-    def _kind(self, key: str) -> tuple[int, bytes]:
+    def _kind(self, key: str) -> tuple[int, bytes, int]:
+        """(metric code or KIND_DROP / KIND_SLOW, unit, whether it is the loss: ``mean_part`` applies)."""
         meaning = self.fmt.meaning(key)
         if meaning is None:
-            return KIND_DROP, b""
+            return KIND_DROP, b"", 0
         if meaning.metric not in self.metrics:
             self.metrics.append(meaning.metric)
         code = self.metrics.index(meaning.metric)
-        return (code if code < CODES else KIND_SLOW), meaning.unit.encode()
+        loss = meaning.metric == "loss"
+        slow = code >= CODES or (loss and meaning.unit)           # mean_part reads the value without its unit
+        return (KIND_SLOW if slow else code), meaning.unit.encode(), int(loss)
 
     def _arrays(self) -> None:
         keys = list(self.kinds)
@@ -88,6 +92,7 @@ class StepKeys:
         self.arrays = (ctypes.create_string_buffer(b"".join(keys) or b"\0"),
                        np.cumsum([0] + [len(key) for key in keys], dtype=np.int64),
                        np.array([self.kinds[key][0] for key in keys] or [0], dtype=np.int32),
+                       np.array([self.kinds[key][2] for key in keys] or [0], dtype=np.int32),
                        ctypes.create_string_buffer(b"".join(units) or b"\0"),
                        np.cumsum([0] + [len(unit) for unit in units], dtype=np.int64), len(keys))
 
@@ -95,9 +100,10 @@ class StepKeys:
         if not self.arrays:
             scan.nkeys = 0
             return
-        keys, starts, kinds, units, unit_starts, count = self.arrays
+        keys, starts, kinds, losses, units, unit_starts, count = self.arrays
         scan.keys, scan.key_start, scan.key_kind = ctypes.cast(keys, ctypes.c_void_p), _pointer(starts, P64), \
             _pointer(kinds, P32)
+        scan.key_loss = _pointer(losses, P32)
         scan.units, scan.unit_start, scan.nkeys = ctypes.cast(units, ctypes.c_void_p), _pointer(unit_starts, P64), count
 
 
@@ -135,7 +141,7 @@ class NativeSteps:
         self.keys.load(scan)
         scan.pos, scan.line_no, scan.last_step = pos, number, state.last_step
         scan.open_block, state.block = (-1 if state.block is None else state.block[0]), None
-        scan.rows = scan.blocks = scan.waiting = scan.steps_read = 0
+        scan.rows = scan.blocks = scan.waiting = scan.steps_read = scan.non_sink = 0
         while True:
             if scan.values_cap - scan.values_used < max(scan.nsizes, 1):
                 self._values(size - scan.pos, scan.nsizes)
@@ -143,6 +149,7 @@ class NativeSteps:
             self._take(state, store)
             if status != FULL:
                 break
+        state.non_sink = state.non_sink or bool(scan.non_sink)
         if scan.open_block >= 0:
             state.block = [scan.open_block, state.sizes[1], []]
         return status, scan.pos, scan.line_no

@@ -61,7 +61,8 @@ int64_t mfscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, d
      - a step line, ASCII: "Epoch:[" s* D{1,9} "/" s* D{1,9} "]," s* "step:[" s* D{1,12} "/" s* D{1,12} "],"
        then pieces split on ", ", each "key:value" whose key (as printed) Python passed in and whose
        value is what values.number reads: a plain number, a word (none, nan, true, false, inf, -inf:
-       any case), either in "[ ]", with the key's unit; s is what Python's str regex calls \s;
+       any case), either in "[ ]" (or "[current/mean]"), with the key's unit; s is what Python's str
+       regex calls \s;
      - a "norm_size:" line whose text from "norm_size:" on is the one Python read last (its sizes);
        then lines holding "local_norm:", then the array, read by mfscan_norm_block with norm_size's
        count (a block stays open across a return: open_block).
@@ -74,6 +75,7 @@ typedef struct {
     const unsigned char *keys;     /* the keys of step-line pieces as printed, concatenated */
     const int64_t *key_start;      /* nkeys + 1 offsets */
     const int32_t *key_kind;       /* metric code (< CODE_MAX), or KIND_DROP: not in the YAML */
+    const int32_t *key_loss;       /* 1 for a key whose metric is the loss (and has no unit): "[cur/mean]" */
     const unsigned char *units;    /* each key's unit ("" for none), concatenated */
     const int64_t *unit_start;     /* nkeys + 1 offsets */
     int64_t nkeys;
@@ -92,6 +94,7 @@ typedef struct {
     int64_t steps_read, first_step;   /* step lines read since Python reset steps_read, the first one's step */
     int64_t pos, line_no;          /* the next line and its number */
     int64_t open_block;            /* line of the norm_size of a block whose array has not started, or -1 */
+    int64_t non_sink;              /* set once a loss piece read "[current/mean]" with a mean */
 } mf_scan;
 
 /* Python's \s for str (and what str.strip() removes) among ASCII bytes: \t \n \v \f \r, \x1c-\x1f, space. */
@@ -143,9 +146,12 @@ static int word(const unsigned char *s, const unsigned char *e, double *out) {
     return 0;
 }
 
-/* values.number(value, unit) for [s, e) when it reads it as a number; 0 for anything else. */
+/* values.number(value, unit) for [s, e) when it reads it as a number; 0 for anything else. With
+   `mean` (a key whose metric is the loss): *mean is 1 when values.mean_part reads a number after the
+   '/' of "[current/mean]" (a non-sink loss line), else 0. */
 static int mf_value(const unsigned char *s, const unsigned char *e, const unsigned char *unit, int64_t unit_len,
-                    double *out) {
+                    double *out, int *mean) {
+    const unsigned char *raw = s, *raw_end = e;
     py_strip(&s, &e);
     if (unit_len > 0 && e - s >= unit_len && memcmp(e - unit_len, unit, (size_t)unit_len) == 0) {
         e -= unit_len;
@@ -155,16 +161,29 @@ static int mf_value(const unsigned char *s, const unsigned char *e, const unsign
     if (e - s >= 2 && s[0] == '[' && e[-1] == ']') {
         s++, e--;
         py_strip(&s, &e);
-        if (memchr(s, '/', (size_t)(e - s)) != NULL || memchr(s, ' ', (size_t)(e - s)) != NULL) return 0;
+        const unsigned char *slash = memchr(s, '/', (size_t)(e - s));
+        if (slash != NULL) {                                 /* inner.split("/", 1)[0].strip() */
+            e = slash;
+            py_strip(&s, &e);
+        }
+        if (memchr(s, ' ', (size_t)(e - s)) != NULL) return 0;
     }
-    return word(s, e, out) || (e > s && number(s, e, out));
+    if (!word(s, e, out) && !(e > s && number(s, e, out))) return 0;
+    if (mean != NULL) {                                      /* values.mean_part(value) */
+        double ignored;
+        py_strip(&raw, &raw_end);
+        const unsigned char *slash = raw_end - raw >= 2 && raw[0] == '[' && raw_end[-1] == ']'
+                                     ? memchr(raw + 1, '/', (size_t)(raw_end - raw - 2)) : NULL;
+        *mean = slash != NULL && mf_value(slash + 1, raw_end - 1, unit, 0, &ignored, NULL);
+    }
+    return 1;
 }
 
 /* The pieces after the step brackets, [p, b): their rows; 0 to hand the line back. */
 static int mf_pieces(mf_scan *st, const unsigned char *p, const unsigned char *b, int64_t step) {
     int32_t codes[MAX_PIECES];
     double values[MAX_PIECES];
-    int n = 0;
+    int n = 0, non_sink = 0;
     while (1) {
         const unsigned char *cut = find(p, b, ", ", 2), *end = cut ? cut : b;
         const unsigned char *colon = memchr(p, ':', (size_t)(end - p));
@@ -173,8 +192,10 @@ static int mf_pieces(mf_scan *st, const unsigned char *p, const unsigned char *b
             if (k < 0) return 0;
             if (st->key_kind[k] != KIND_DROP) {
                 if (n >= MAX_PIECES || st->key_kind[k] < 0 || st->key_kind[k] >= CODE_MAX) return 0;
+                int mean = 0;
                 if (!mf_value(colon + 1, end, st->units + st->unit_start[k], st->unit_start[k + 1] - st->unit_start[k],
-                              &values[n])) return 0;
+                              &values[n], st->key_loss[k] ? &mean : NULL)) return 0;
+                non_sink |= mean;
                 codes[n++] = st->key_kind[k];
             }
         }
@@ -182,6 +203,7 @@ static int mf_pieces(mf_scan *st, const unsigned char *p, const unsigned char *b
         p = cut + 2;
     }
     if (st->rows + n > st->rows_cap) return -1;
+    st->non_sink |= non_sink;
     for (int i = 0; i < n; i++, st->rows++) {
         st->step[st->rows] = step;
         st->line[st->rows] = st->line_no;
