@@ -12,6 +12,8 @@ from RUSAGE_CHILDREN), which other processes on a shared machine disturb far les
 memory Python and numpy allocate while reading (tracemalloc, one more untimed run) against the file's
 size; and the peak RSS of the process (ru_maxrss).
 
+With ``--phases``, one more read of each file with the time of its phases inside ``read_log`` (reading
+chunks, the compiled scan, lines read in Python, building the tables) and its page faults.
 With ``--floors``, also what the unavoidable pieces of any Python/numpy reader cost on the Megatron
 file in the same run: reading it in chunks and splitting the lines, parsing its numbers exactly
 (``fastnum``), building its row table from ready arrays — each against the 25 % budget. The compiled
@@ -129,10 +131,82 @@ def floors(path: Path, repeats: int) -> list[str]:
     return said
 
 
+class _Timed:
+    """A library whose calls are timed into ``spent[label]`` (its functions, called through it)."""
+
+    def __init__(self, lib, spent: dict, label: str):
+        self._lib, self._spent, self._label = lib, spent, label
+
+    def __getattr__(self, name):
+        function = getattr(self._lib, name)
+        return _timer(function, self._spent, self._label) if callable(function) else function
+
+
+def _timer(function, spent: dict, label: str):
+    def timed_call(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+    return timed_call
+
+
+def _timed_chunks(generator, spent: dict):
+    """A chunk generator whose own time (reading, counting lines, copying) goes to ``spent``."""
+    def timed(*args, **kwargs):
+        chunks = generator(*args, **kwargs)
+        while True:
+            start = time.perf_counter()
+            try:
+                item = next(chunks)
+            except StopIteration:
+                return
+            finally:
+                spent["read chunks"] = spent.get("read chunks", 0.0) + time.perf_counter() - start
+            yield item
+    return timed
+
+
+def phases(path: Path) -> str:
+    """One more ``read_log`` of ``path`` with its phases timed (wall ms), and the page faults and
+    system time of the whole call: where the time goes (one run: expect noise on a shared machine)."""
+    from workbench.logs import megatron, megatron_native, mindformers, mindformers_scan, norm_rows
+
+    spent: dict[str, float] = {}
+    patches = [(megatron_native, "spans", _timed_chunks(megatron_native.spans, spent)),
+               (mindformers, "spans", _timed_chunks(mindformers.spans, spent)),
+               (megatron_native, "library", lambda: _Timed(library(), spent, "C scan")),
+               (mindformers_scan, "library", lambda: _Timed(mf_library(), spent, "C scan")),
+               (megatron, "_slow_line", _timer(megatron._slow_line, spent, "Python lines")),
+               (mindformers, "_line", _timer(mindformers._line, spent, "Python lines")),
+               (megatron, "_series_frame", _timer(megatron._series_frame, spent, "tables")),
+               (mindformers, "norm_frame", _timer(norm_rows.norm_frame, spent, "tables")),
+               (mindformers, "typed_frame", _timer(mindformers.typed_frame, spent, "tables"))]
+    from workbench.logs.logscan import library, mf_library
+
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    try:
+        for module, name, replacement in patches:
+            setattr(module, name, replacement)
+        read_log(path)
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+    total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    parts = ", ".join(f"{name} {seconds * 1e3:.1f}" for name, seconds in spent.items())
+    rest = total - sum(spent.values())
+    return (f"phases of {path.name} (ms): {parts}, the rest {rest * 1e3:.1f}; total {total * 1e3:.1f} "
+            f"(page faults {after.ru_minflt - before.ru_minflt}, system {1e3 * (after.ru_stime - before.ru_stime):.0f})")
+
+
 def scanner() -> str:
     from workbench.logs.logscan import library
 
-    return "compiled (workbench/native/logscan.c)" if library() is not None else \
+    return "compiled (workbench/native/logscan.c, mfscan.c)" if library() is not None else \
         "Python/numpy (WORKBENCH_NATIVE=0, or the library is not built: python workbench/native/build.py)"
 
 
@@ -143,6 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("--params", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--floors", action="store_true", help="also time the pieces every reader pays")
+    parser.add_argument("--phases", action="store_true", help="also time the phases inside read_log (one run each)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
@@ -150,6 +225,7 @@ def main(argv=None) -> int:
         write_mindformers(mindformers, args.mf_steps, args.params)
         rows = [compare(megatron, "iteration", args.repeats), compare(mindformers, "Epoch:[", args.repeats)]
         said = floors(megatron, args.repeats) if args.floors else []
+        said += [phases(megatron), phases(mindformers)] if args.phases else []
     for row in rows:
         verdict = "meets" if row["ratio"] >= TARGET else "below"
         print(f"{row['file']:16s} {row['MB']:8.1f} MB  grep -c {row['grep MB/s']:8.1f} MB/s  read_log "

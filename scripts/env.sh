@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.workbench-${extras:-core}.stamp"
-shopt -s nullglob; native=("$root"/workbench/native/*.c); shopt -u nullglob
+shopt -s nullglob; native=("$root"/workbench/native/*.[ch]); shopt -u nullglob
 want=$(cat "$root/constraints.txt" "$root/pyproject.toml" "${native[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing workbench${extras:+[$extras]} into $venv (pinned by constraints.txt)" >&2

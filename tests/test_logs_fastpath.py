@@ -237,3 +237,39 @@ def test_an_absurd_norm_size_is_one_line(tmp_path):
     for fast in (True, False):
         with pytest.raises(InputError, match=rf"^{path}:1: norm_size holds a number larger than any tensor"):
             read_mindformers(path, load_formats()["mindformers"], fast=fast)
+
+
+def test_typed_frame_equals_frame():
+    """The series table built column by column equals the one pandas infers cell by cell."""
+    from workbench.logs.schema import SERIES_COLUMNS
+    from workbench.logs.tables import frame, typed_frame
+
+    rows = [("run", -1, 3, "loss", 1.5, 10), ("run", 0, -(1 << 62), "lr", math.nan, 11),
+            ("run", 2, 1 << 62, "grad_norm", -0.0, 12), ("run", -1, 4, "loss", np.float64(2.5), 13)]
+    for some in (rows, rows[:1], []):
+        pd.testing.assert_frame_equal(typed_frame(some, SERIES_COLUMNS), frame(some, SERIES_COLUMNS), check_exact=True)
+
+
+@pytest.mark.parametrize("said", [0, 10, 5000])
+def test_a_log_that_grows_while_read_is_read_whole(tmp_path, monkeypatch, said):
+    """The read buffer is sized from the file's size at open; a log still being written (larger when
+    read than said) is read on, every line once, in chunks cut at line ends."""
+    import os
+
+    path = tmp_path / "growing.log"
+    text = b"".join(b"line %d " % i + b"x" * (i % 97) + b"\n" for i in range(3000)) + b"last, no line end"
+    path.write_bytes(text)
+    real = os.fstat
+
+    class Said:
+        def __init__(self, fd):
+            self.st_size = min(said, real(fd).st_size)
+    monkeypatch.setattr(lines.os, "fstat", Said)
+    monkeypatch.setattr(lines, "CHUNK", 4096)
+    for exact in (False, True):
+        got, first_lines = [], []
+        for first, buffer, size in lines.spans(path, [], exact=exact):
+            got.append(bytes(buffer[:size]))
+            first_lines.append(first)
+        assert b"\n".join(got) == text and first_lines[0] == 1
+        assert first_lines == [1 + sum(chunk.count(b"\n") + 1 for chunk in got[:i]) for i in range(len(got))]

@@ -17,7 +17,7 @@ import workbench.logs.lines as lines
 from workbench.errors import InputError
 from workbench.logs import read_log
 from workbench.logs.formats import load_formats
-from workbench.logs.logscan import library
+from workbench.logs.logscan import library, mf_library
 from workbench.logs.megatron import read_megatron
 from workbench.logs.mindformers import read_mindformers
 from workbench.reference.mindformers_log import format_local_norm_message, format_loss_message, line_prefix
@@ -25,7 +25,7 @@ from workbench.reference.mindformers_log import format_local_norm_message, forma
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_logs_fastpath import megatron_log, mindformers_log  # noqa: E402
 
-pytestmark = pytest.mark.skipif(library() is None, reason="the compiled log scanner is not built "
+pytestmark = pytest.mark.skipif(library() is None or mf_library() is None, reason="the compiled log scanners are not built "
                                 "(python workbench/native/build.py), or WORKBENCH_NATIVE=0")
 CHUNKS = (8 << 20, 4096, 333)
 
@@ -151,6 +151,43 @@ def test_numbers_are_float_bit_for_bit(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "megatron")
 
 
+def test_digit_runs_of_every_length_and_alignment(tmp_path, monkeypatch):
+    """Digits are read eight at a time: runs of 0 to 24 digits before and after the point, shifted
+    by 0 to 7 bytes, with an exponent or not, a byte above 0xF9 or a blank right after them."""
+    printed, rng = [], np.random.default_rng(3)
+    for whole in range(0, 25):
+        for fraction in (0, 1, 7, 8, 9, 16):
+            digits = "".join(rng.choice(list("0123456789"), whole + fraction))
+            text = digits[:whole] + ("." + digits[whole:] if fraction else "")
+            if text.strip(".") and text != ".":
+                printed += [text, text + "e-7", text + "E+03"]
+    lines_ = [f" iteration {i:8d}/ 99999 |{' ' * (i % 8)}lm loss:{' ' * (i % 5)}{text} | grad norm: {text}|"
+              for i, text in enumerate(printed, start=1)]
+    odd = [b" iteration 9000/ 99999 | lm loss: 12\xfe34 | grad norm: 123456789\xfa |",
+           b" iteration 9001/ 99999 | lm loss: 1234567\t| grad norm: 12345678\x0b|",
+           b" iteration 9002/ 99999 | lm loss: 99999999|"]
+    path = tmp_path / "digits.log"
+    path.write_bytes("\n".join(lines_).encode() + b"\n" + b"\n".join(odd))
+    got = read_megatron(path, load_formats()["megatron"]).series
+    values = got[(got["metric"] == "lm_loss") & (got["line"] <= len(printed))]["value"].tolist()
+    assert [bits(v) for v in values] == [bits(float(text)) for text in printed]
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "megatron")
+
+
+def test_more_metrics_than_the_int8_codes(tmp_path, monkeypatch):
+    """C writes int8 metric codes: past the first 128 metrics, lines go to the Python parser and the
+    table is the same (a Categorical of 200 metrics)."""
+    keys = " | ".join(f"term{k} loss: {k}.5" for k in range(200))
+    path = tmp_path / "many.log"
+    path.write_text("".join(f" iteration {i:8d}/ 100 | lm loss: {i}.25 |{' ' + keys + ' |' if i % 2 else ''}\n"
+                            for i in range(1, 21)))                    # C reads the even lines
+    got = read_megatron(path, load_formats()["megatron"]).series
+    assert got["metric"].nunique() == 201 and len(got) == 10 * 201 + 10
+    three_ways(monkeypatch, path, "megatron")
+
+
 # ------------------------------------------------------------- hostile bytes ------------------------
 
 HOSTILE = [
@@ -242,3 +279,127 @@ def test_random_mutations_of_real_lines(tmp_path, monkeypatch, fmt):
         path = tmp_path / f"{fmt}{round_}.log"
         path.write_bytes(b"\n".join(out))
         three_ways(monkeypatch, path, fmt)
+
+
+# ------------------------------------------------------------- MindFormers step lines in C -----------
+
+STEP_PIECES = [
+    "loss: 10.633, per_step_time: 1752ms, lr: 1e-05, overflow cond: False, loss_scale: 1.0, global_norm: [1.508834]",
+    "loss:[10.633/10.700], per_step_time: 1752ms, lr: 1e-05, overflow cond: True, loss_scale: 65536.0, global_norm: None",
+    "loss: 2.5, lm_loss: 1.5, load_balancing_loss: 0.01, mtp_loss: 0.3, aux_loss: 7, train_throughput_per_npu: 0.123T",
+    "loss: NaN, lr: -inf, loss_scale: +inf, global_norm: inf, per_step_time: 1752 ms, overflow cond: TRUE",
+    "loss: 1_0, lr: 1e999, global_norm: [ 1.5 ], loss_scale: [1 31049], per_step_time: ms",
+    "loss: [], lr: [, global_norm: ], loss_scale: 5msms, per_step_time: 5ms ms",
+    "unknown_key: 5, weird:: 5, loss:, noColonPiece, ,, , loss: 1.0,loss_scale: 2",
+    "loss: 1.0\r", "loss: 1.0  ", "loss: \x1c1.0\x1f, lr: \x0b2.0", "loss: 1.0ms, lr: 0x10, global_norm: -nan",
+    "loss: 9007199254740993, lr: 0.1000000000000000055511151231257827, global_norm: 1e-400",
+    "loss:[ 2.5 / 2.25 ], lr: [1e-5/2]", "loss:[2.5/], lr: 1", "loss:[2.5/x]", "loss:[2.5/[3]]", "loss:[/2.5]",
+    "loss:[nan/None], overflow cond: [True/1]", "loss:[2.5/2 5]", "loss:[2.5 /2.5/2.5]", "loss: [1.5]",
+    ", ".join(f"loss: {k}" for k in range(70)),
+]
+STEP_HEADS = ["{ Epoch:[  1/  2], step:[    3/   19], ", "Epoch:[1/2],step:[3/19],", "Epoch:[\x1c1/\t2],\x0bstep:[ 3/ 19],\x1d",
+              "Epoch:[1234567890/  2], step:[1/2], ", "Epoch:[  0/  1], step:[    5/   10], ",
+              "Epoch:[  1/  1], step:[    1/    1] ", "Epoch:[  1/  1], step:[    1/    1],, ",
+              "x Epoch:[ 1/ 1], step:[1/1] bad Epoch:[ 2/ 1], step:[ 1/ 1], ", "\u00e9 Epoch:[ 1/ 1], step:[ 1/ 1], ",
+              "Epoch:[  3/  4], step:[ 1234567890123/ 5], ", "Epoch:[ 1/ 1], step:[ 1/ 1], loss: 7 Epoch:[ 2/ 2], step:[ 1/ 1], "]
+
+
+def test_step_lines_read_the_same(tmp_path, monkeypatch):
+    """Every step-line head and piece form (sink and non-sink, units, words, brackets, unknown keys,
+    Python's \\s, monitor lines, a later match, non-ASCII, overflowing counters) between blocks."""
+    prefix = line_prefix()
+    block = prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)
+    out = []
+    for head in STEP_HEADS:
+        for pieces in STEP_PIECES:
+            out += [block, prefix + head + pieces, prefix + "   0.3% |      | 10.00000 samples/s/p  0:04:59 }"]
+    out += [block.replace("norm_size: (4, 4", "norm_size: (4,  4"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block.replace("norm_size", "norm_size: \u00e9 norm_size"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block.replace("local_norm:", "local_norm:\nlocal_norm:"), prefix + STEP_HEADS[0] + STEP_PIECES[0],
+            block, block, prefix + STEP_HEADS[0] + STEP_PIECES[0], block]
+    path = tmp_path / "steps.log"
+    path.write_bytes("\n".join(out).encode().replace(b"\xc3\xa9 Epoch", b"\xff Epoch", 3))
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+    got = read_mindformers(path, load_formats()["mindformers"])
+    assert len(got.series) > 500 and len(got.local_norms) > 100 * 40 and any("not a number" in n for n in got.notes)
+    odd = tmp_path / "odd.log"                          # a norm_size line where the array should start: an error
+    odd.write_text(block.replace(" norm_size", " norm_size: (4,)\n norm_size") + "\n" + prefix + STEP_HEADS[0] + "loss: 1")
+    three_ways(monkeypatch, odd, "mindformers")
+
+
+def test_a_step_past_int64_is_one_error(tmp_path, monkeypatch):
+    path = tmp_path / "big.log"
+    path.write_text("{ Epoch:[999999999/1], step:[999999999999/999999999999], loss: 1.0, lr: 2\n")
+    three_ways(monkeypatch, path, "mindformers")
+    with pytest.raises(InputError, match="big.log:1.*64-bit"):
+        read_mindformers(path, load_formats()["mindformers"])
+
+
+def test_step_and_progress_lines_never_reach_python(tmp_path, monkeypatch):
+    """A spy on the per-line parser (the real one runs): C reads every step, progress, norm_size and
+    local_norm line but the first norm_size line and the first step line (which teach it the keys)."""
+    import workbench.logs.mindformers as mindformers
+
+    calls = []
+    per_line = mindformers._line
+
+    def counted(state, raw, number):
+        calls.append(number)
+        return per_line(state, raw, number)
+    monkeypatch.setattr(mindformers, "_line", counted)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
+                                                  "benchmarks" / "logs.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    benchmark.write_mindformers(tmp_path / "mf.log", 20, 1000)
+    got = read_mindformers(tmp_path / "mf.log", load_formats()["mindformers"])
+    assert len(got.local_norms) == 20_000 and len(got.series) == 20 * 6
+    assert len(calls) <= 4, calls
+
+
+def test_a_library_is_stale_when_a_header_it_includes_changes(tmp_path):
+    """The scanners share ``lognum.h``: the source hash a library carries covers the headers its
+    source includes, so an edited header never runs with an old library (a missing one: not loaded)."""
+    from workbench.native import build, load
+
+    (tmp_path / "part.h").write_text("static int twice(int value) { return 2 * value; }\n")
+    (tmp_path / "probe.c").write_text('#include "part.h"\nconst char *workbench_source_hash(void) '
+                                      '{ return WORKBENCH_SOURCE_HASH; }\nint four(void) { return twice(2); }\n')
+    build.compile_library(tmp_path / "probe.c")
+    assert load("probe", tmp_path).four() == 4
+    load.cache_clear()
+    (tmp_path / "part.h").write_text("static int twice(int value) { return 3 * value; }\n")
+    assert load("probe", tmp_path) is None
+    load.cache_clear()
+    (tmp_path / "part.h").unlink()
+    assert load("probe", tmp_path) is None
+    with pytest.raises(RuntimeError, match="part.h"):
+        build.compile_library(tmp_path / "probe.c")
+    load.cache_clear()
+
+
+def test_non_sink_step_lines_never_reach_python(tmp_path, monkeypatch):
+    """``loss:[current/mean]`` (non-sink mode) is read by C, and the note it calls for is made."""
+    import workbench.logs.mindformers as mindformers
+
+    calls = []
+    per_line = mindformers._line
+
+    def counted(state, raw, number):
+        calls.append(number)
+        return per_line(state, raw, number)
+    monkeypatch.setattr(mindformers, "_line", counted)
+    prefix = line_prefix()
+    path = tmp_path / "nonsink.log"
+    path.write_text("\n".join(prefix + f"{{ Epoch:[  1/  1], step:[{step:5d}/  200], loss:[{5 - step / 100:.6f}/"
+                              f"{5 - step / 200:.6f}], per_step_time: 1000ms, lr: 1e-05, overflow cond: False, "
+                              "loss_scale: 1.0, global_norm: [1.5]" for step in range(1, 201)) + "\n")
+    got = read_mindformers(path, load_formats()["mindformers"])
+    assert len(got.series) == 200 * 6 and len(calls) <= 1 and any("non-sink" in note for note in got.notes)
+    assert got.metric("loss").iloc[-1] == 3.0
+    calls.clear()
+    three_ways(monkeypatch, path, "mindformers")

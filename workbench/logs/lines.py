@@ -10,6 +10,7 @@ the format readers, which key on the message, never on the prefix.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -36,22 +37,28 @@ def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
         yield number, data
 
 
-def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
+def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, exact: bool = False):
     """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
     the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
-    the next). ``count(buffer, size)``, called once the chunk is read, says how many line ends it
-    holds (``bytearray.count`` unless given: a scanner that has counted them already)."""
-    count = count or (lambda buffer, size: buffer.count(b"\n", 0, size))
-    number, carry, skipping, skipped = 1, 0, False, []
-    buffer = bytearray(CHUNK + SLACK)
+    the next, and hold no view of it then); ``exact``: the buffer is cut to the chunk (``size`` long).
+    ``count(buffer, size)``, called once the chunk is read, says how many line ends it holds (counted
+    in C unless given: a scanner that has counted them already). The buffer is the file's size (up to
+    ``CHUNK``) and the room for a line carried over: a small file faults in no more than itself."""
+    if count is None:
+        from .logscan import count_lines as count
+    number, carry, skipping, skipped, read = 1, 0, False, [], 0
     with open(path, "rb", buffering=0) as handle:
+        expected = os.fstat(handle.fileno()).st_size
+        buffer = bytearray(min(CHUNK, expected) + SLACK)
         while True:
-            if len(buffer) < carry + CHUNK:
-                buffer.extend(bytes(carry + CHUNK - len(buffer)))
+            want = min(CHUNK, max(expected - read, 1))     # a file that grows is read on, a window at a time
+            if len(buffer) < carry + want:
+                buffer.extend(bytes(carry + want - len(buffer)))
             with memoryview(buffer) as view:
                 got = handle.readinto(view[carry:carry + CHUNK])
             if not got:
                 break
+            read += got
             filled = carry + got
             cut = buffer.rfind(b"\n", carry, filled)
             if cut < 0:                                   # no line end in the whole block
@@ -67,6 +74,8 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
             with memoryview(buffer) as view:
                 rest = bytes(view[cut + 1:filled])
             size = _chunk(buffer, start, cut, number, max_line, skipped)
+            if exact:
+                del buffer[size:]
             yield number, buffer, size
             number += count(buffer, size) + 1
             buffer[:len(rest)] = rest
@@ -77,6 +86,8 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None):
             skipped.append(number)
         elif carry:
             size = _chunk(buffer, 0, carry, number, max_line, skipped)
+            if exact:
+                del buffer[size:]
             yield number, buffer, size
     if skipped:
         shown = ", ".join(str(n) for n in skipped[:5])

@@ -143,6 +143,9 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
 
 def _interval(iterations: np.ndarray) -> int:
     """The most common step between printed iterations (the first seen among equally common ones)."""
+    steps = np.diff(iterations)
+    if steps.size and steps[0] > 0 and (steps == steps[0]).all():
+        return int(steps[0])                               # printed in order at one interval: no sort
     steps = np.diff(np.unique(iterations))
     if steps.size == 0:
         return 1
@@ -187,7 +190,8 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool
     if native is not None:
         native_rows = native[1].columns(native[2])
         all_iterations.append(native_rows[5])
-    series = _series_frame(label, parts, native_rows, native[1].metrics if native else [])
+    series = _series_frame(label, parts, native_rows, native[1].metrics if native else [],
+                           native and (native[1].counts, megatron_native.recoder(lib)))
     facts = {"step_base": "iteration N = update N; the printed learning rate is update N+1's"}
     interval = _interval(np.concatenate(all_iterations)) if all_iterations else 1
     facts["log_interval"] = interval
@@ -208,11 +212,13 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool
     return result
 
 
-def _series_frame(label: str, parts: list, native=None, metrics=()):
+def _series_frame(label: str, parts: list, native=None, metrics=(), coded=None):
     """The series table: rows in file order, the fields of a line by (metric, printed key). ``parts``:
     (metric, key, steps, values, lines, ranks) read in Python; ``native``: (rank, step, line, code,
-    value, ...) rows of the compiled scanner, already in that order, codes into ``metrics``."""
+    value, ...) rows of the compiled scanner, already in that order, int8 codes into ``metrics``;
+    ``coded``: (rows per code, recode) of those, for the table's Categorical."""
     metrics = list(metrics)
+    counts, recode = coded or (None, None)
     parts = sorted(parts, key=lambda part: part[:2])
     if parts:
         lines = np.concatenate([part[4] for part in parts])
@@ -222,14 +228,17 @@ def _series_frame(label: str, parts: list, native=None, metrics=()):
         columns += [lines[order], codes[order], np.concatenate([part[3] for part in parts])[order]]
     if native is not None and parts:
         at = np.searchsorted(native[2], columns[2])
-        columns = [np.insert(whole, at, some) for whole, some in zip(native[:5], columns, strict=True)]
+        wide = native[:3] + (native[3].astype(np.int32) if len(metrics) > 127 else native[3],) + native[4:5]
+        columns = [np.insert(whole, at, some) for whole, some in zip(wide, columns, strict=True)]
+        counts = None
     elif native is not None:
         columns = native[:5]
     if not parts and native is None or len(columns[0]) == 0:
         return frame([], SERIES_COLUMNS)
     rank, step, line, code, value = columns
     return pd.DataFrame({"run": labels(label, len(rank)), "rank": rank, "step": step,
-                         "metric": categorical(code, metrics), "value": value, "line": line}, copy=False)
+                         "metric": categorical(code, metrics, counts, recode), "value": value, "line": line},
+                        copy=False)
 
 
 def _code(metrics: list[str], metric: str) -> int:

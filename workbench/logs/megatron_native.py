@@ -16,7 +16,7 @@ import ctypes
 import numpy as np
 
 from .lines import spans
-from .logscan import P32, P64, PF, Scan, library  # noqa: F401  (library: read_megatron's)
+from .logscan import CODES, P8, P32, P64, PF, Scan, library  # noqa: F401  (library: read_megatron's)
 
 TRUSTED = 1 << 20                # bytes read before their rows say how many the whole file holds
 BACK = 4096                      # lines handed back per call at most
@@ -74,27 +74,41 @@ class KeyTable:
 
 class NativeRows:
     """The rows C wrote, in one set of arrays that grows (to the whole file's estimate after the
-    first chunk, then by half); ``iteration``: one per line with a kept field."""
+    first chunk, then by half); ``iteration``: one per line with a kept field; ``counts``: rows per
+    metric code (the codes are int8: a metric past the first ``CODES`` is read in Python)."""
 
     NAMES = ("rank", "step", "line", "code", "value", "iteration")
-    TYPES = (np.int64, np.int64, np.int64, np.int32, np.float64, np.int64)
+    TYPES = (np.int64, np.int64, np.int64, np.int8, np.float64, np.int64)
 
     def __init__(self, scan: Scan, capacity: int):
         self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
         self.metrics: list[str] = []
+        self.counts = np.zeros(CODES, dtype=np.int64)
+        scan.code_rows, scan.code_cap = _pointer(self.counts, P64), CODES
         self.grow(scan, capacity)
 
     def grow(self, scan: Scan, capacity: int) -> None:
         filled = (scan.rows,) * 5 + (scan.iterations,)
         self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
         for name, array in zip(self.NAMES, self.arrays, strict=True):
-            setattr(scan, name, _pointer(array, P32 if array.dtype == np.int32 else PF if array.dtype == np.float64
+            setattr(scan, name, _pointer(array, P8 if array.dtype == np.int8 else PF if array.dtype == np.float64
                                          else P64))
         scan.rows_cap = capacity
 
     def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:
         """(rank, step, line, code, value) of every row, and the iterations."""
         return tuple(array[:scan.iterations if index == 5 else scan.rows] for index, array in enumerate(self.arrays))
+
+
+def recoder(lib):
+    """``recode(codes, remap)``: int8 ``codes`` replaced in place by ``remap[codes]`` in one pass of C
+    (numpy's fancy indexing would first widen 2.6M codes to int64)."""
+    def recode(codes: np.ndarray, remap: np.ndarray) -> np.ndarray:
+        table = np.zeros(CODES, dtype=np.int8)
+        table[:len(remap)] = remap[:CODES]
+        lib.logscan_recode(_pointer(codes, P8), len(codes), _pointer(table, P8))
+        return codes
+    return recode
 
 
 def _resized(array: np.ndarray, count: int, capacity: int) -> np.ndarray:
@@ -122,7 +136,7 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
         chunk_first[0] = first
         holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
         address = ctypes.addressof(holder)
-        state.pos, state.line_no, state.done, state.last_candidate, state.flags = 0, first, 0, -1, 0
+        state.pos, state.line_no, state.done, state.last_candidate, state.flags, state.non_ascii = 0, first, 0, -1, 0, 0
         while True:
             state.backs = 0
             table.load(state)
@@ -150,7 +164,7 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
             end = buffer.find(b"\n", state.last_candidate, size)
             match = ITERATION.search(bytes(buffer[state.last_candidate:size if end < 0 else end]))
             current = int(match.group(1)) if match else current
-        if lib.logscan_non_ascii(address, size) >= 0:
+        if state.non_ascii:                                    # C checked every line it went through
             _utf8(bytes(buffer[:size]), first, bad)
         del holder                                             # the reader may resize its buffer now
     rows.metrics = table.metrics

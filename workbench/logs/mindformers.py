@@ -25,12 +25,12 @@ from ..errors import InputError, location
 from ..input_files import parse_json
 from .fastnum import batch_floats
 from .formats import LogFormat
-from .lines import bad_bytes_note, chunks, text
+from .lines import bad_bytes_note, chunks, spans, text
 from .mindformers_scan import ARRAY_START
 from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
 from .schema import SERIES_COLUMNS, LogSeries
-from .tables import frame
+from .tables import typed_frame
 from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
@@ -58,12 +58,16 @@ class _State:
         self.block_lengths: set[int] = set()       # len(norm_size) of every stored block
         self.last_step = 0
         self.non_sink = False
+        self.native = None                        # the compiled scan (mindformers_native), when built
         self.rank = int(match.group(1)) if (match := RANK_DIR.search(path.as_posix())) else -1
 
 
 def _step_line(state: _State, line: str, number_: int, match: re.Match) -> None:
     epoch, _, step, per_epoch = (int(match.group(i)) for i in range(1, 5))
     global_step = (epoch - 1) * per_epoch + step
+    if not -(1 << 63) <= global_step < 1 << 63:
+        raise InputError(location(state.path, number_), f"step (epoch - 1) * {per_epoch} + {step} of epoch {epoch} is "
+                         "past a 64-bit integer", "pass the log as MindFormers wrote it")
     rest = match.group(6)
     if not match.group(5):                        # 'step:[..] tag: value': a monitor line
         _monitor_line(state, global_step, rest, number_)
@@ -250,11 +254,12 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: b
     ``fast=False`` reads every line with the exact per-line parser (the reference the fast path is
     tested against)."""
     state = _State(path, run or path.stem, fmt)
-    for first, data in chunks(path, state.notes):
-        if fast:
-            _scan(state, data, first, _line, _finish_block)
+    if fast:
+        for first, data, _ in spans(path, state.notes, exact=True):      # the read buffer itself, no copy
+            _scan(state, data, first, _line, _finish_block, _store_block)
             _parse_batch(state)
-        else:
+    else:
+        for first, data in chunks(path, state.notes):
             for index, raw in enumerate(data.split(b"\n")):
                 _line(state, raw, first + index)
     if state.block is not None:
@@ -284,7 +289,8 @@ def _result(state: _State) -> LogSeries:
     if order is not None:
         facts["param_groups"] = len(order)
         _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
-    return LogSeries(str(state.path), "mindformers", frame(state.series, SERIES_COLUMNS), norms, facts, notes, order)
+    series = typed_frame(state.series, SERIES_COLUMNS)
+    return LogSeries(str(state.path), "mindformers", series, norms, facts, notes, order)
 
 
 def _name_blocks(norms, order: list[str], lengths: set[int], notes: list[str], definition: str) -> None:

@@ -40,6 +40,8 @@ class NormBlock:
 def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
     """The columns (but ``run``) of consecutive blocks, built once for all of them."""
     counts = [len(block) for block in blocks]
+    if _uniform(blocks, counts):
+        return _uniform_columns(blocks, rank)
     total = sum(counts)
     def repeat(values, dtype):
         return np.repeat(np.array(values, dtype=dtype), counts)
@@ -55,9 +57,66 @@ def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
             "position": np.concatenate(positions).astype(np.int64, copy=False),
             "param": _objects("", total),
             "numel": np.concatenate([block.numel() for block in blocks]).astype(np.int64, copy=False),
-            "value": np.concatenate([block.values for block in blocks]).astype(np.float64, copy=False),
+            "value": _joined([block.values for block in blocks]),
             "definition": definitions,
             "line": repeat([block.first for block in blocks], np.int64)}
+
+
+def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
+    """``_block_columns`` of blocks that all print every value of the same sizes: every column a
+    (blocks x parameters) broadcast into one allocation (fresh memory is faulted in a few huge pages,
+    not a thousand small ones), the values one slice when the compiled scan wrote them in a row."""
+    count, total = len(blocks[0].sizes), len(blocks) * len(blocks[0].sizes)
+    values = _contiguous(blocks)
+    rank_, step, micro, position, numel, line, *spare = slab(total, 6 + (values is None))
+    rank_.fill(rank)
+    micro.fill(-1)
+    grid = (len(blocks), count)
+    step.reshape(grid)[:] = np.array([block.step for block in blocks], dtype=np.int64)[:, None]
+    line.reshape(grid)[:] = np.array([block.first for block in blocks], dtype=np.int64)[:, None]
+    position.reshape(grid)[:] = np.arange(count, dtype=np.int64)
+    numel.reshape(grid)[:] = blocks[0].numel()
+    if values is None:
+        values = spare[0].view(np.float64)
+        np.concatenate([block.values for block in blocks], out=values.reshape(grid))
+    texts = np.empty(2 * total, dtype=object)              # one allocation for both text columns
+    texts[:total] = ""
+    texts[total:] = blocks[0].definition
+    return {"rank": rank_, "step": step, "micro_step": micro, "position": position, "param": texts[:total],
+            "numel": numel, "value": values, "definition": texts[total:], "line": line}
+
+
+def slab(count: int, columns: int) -> list[np.ndarray]:
+    """``columns`` int64 arrays of ``count`` rows, views into one allocation."""
+    whole = np.empty(count * columns, dtype=np.int64)
+    return [whole[index * count:(index + 1) * count] for index in range(columns)]
+
+
+def _contiguous(blocks: list[NormBlock]) -> np.ndarray | None:
+    """The values of ``blocks`` as one slice, when they are consecutive views of one float64 array."""
+    base = blocks[0].values.base if blocks else None
+    if base is None or base.dtype != np.float64 or base.ndim != 1 or not base.flags.c_contiguous:
+        return None
+    origin = base.__array_interface__["data"][0]
+    start = at = (blocks[0].values.__array_interface__["data"][0] - origin) // 8
+    for block in blocks:
+        values = block.values
+        if values.base is not base or values.dtype != np.float64 or \
+                (values.__array_interface__["data"][0] - origin) // 8 != at:
+            return None
+        at += len(values)
+    return base[start:at]
+
+
+def _uniform(blocks: list[NormBlock], counts: list[int]) -> bool:
+    """Every block printed whole, with the same sizes (the same array) and definition."""
+    first = blocks[0]
+    return all(block.positions is None and block.sizes is first.sizes and block.definition == first.definition
+               and count == len(first.sizes) for block, count in zip(blocks, counts, strict=True))
+
+
+def _joined(values: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(values).astype(np.float64, copy=False)
 
 
 def _objects(value: str, count: int) -> np.ndarray:

@@ -21,18 +21,40 @@ def frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
     return table.astype({column: COLUMN_TYPES[column] for column in columns})
 
 
-def categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
+def typed_frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame(rows, columns)`` for rows whose values have their columns' types already (ints within
+    int64, floats, strings), built column by column without pandas inferring each cell."""
+    if not rows:
+        return frame(rows, columns)
+    data = {}
+    for name, values in zip(columns, zip(*rows, strict=True), strict=True):
+        kind = COLUMN_TYPES[name]
+        if kind == "category":
+            data[name] = pd.Categorical(values)
+        elif kind == "object":
+            data[name] = np.empty(len(values), dtype=object)
+            data[name][:] = values
+        else:
+            data[name] = np.array(values, dtype=kind)
+    return pd.DataFrame(data, copy=False)
+
+
+def categorical(codes: np.ndarray, names: list[str], counts: np.ndarray | None = None, recode=None) -> pd.Categorical:
     """``names[codes]`` as a Categorical with the used names as sorted categories (what
-    ``astype("category")`` gives), built from the codes."""
-    used = np.flatnonzero(np.bincount(codes, minlength=len(names))) if len(codes) else np.empty(0, np.int64)
+    ``astype("category")`` gives), built from the codes. ``counts``: how many rows each code has, when
+    the caller counted them; ``recode(codes, remap)``: ``remap[codes]`` done in place (the compiled
+    scanner's, for its int8 codes)."""
+    if counts is None:
+        counts = np.bincount(codes, minlength=len(names)) if len(codes) else np.zeros(0, np.int64)
+    used = np.flatnonzero(counts[:len(names)])
     ordered = sorted(used.tolist(), key=names.__getitem__)
     if ordered != list(range(len(names))):
         remap = np.full(max(len(names), 1), -1, dtype=np.int32)
         remap[ordered] = np.arange(len(ordered))
-        codes = remap[codes]
+        codes = recode(codes, remap) if recode is not None and codes.dtype == np.int8 else remap[codes]
     return pd.Categorical.from_codes(codes, [names[index] for index in ordered], validate=False)
 
 
 def labels(label: str, count: int) -> pd.Categorical:
     """One run label ``count`` times, as a Categorical."""
-    return pd.Categorical.from_codes(np.zeros(count, dtype=np.int8), [label])
+    return pd.Categorical.from_codes(np.zeros(count, dtype=np.int8), [label], validate=False)

@@ -9,7 +9,6 @@ check that both paths give identical results.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from pathlib import Path
 
@@ -38,6 +37,12 @@ def load(name: str, directory: Path = HERE):
     except (OSError, AttributeError):
         return None
     stamp.restype = ctypes.c_char_p
-    if stamp() != hashlib.sha256(source.read_bytes()).hexdigest().encode():
+    from .build import source_hash
+
+    try:
+        current = source_hash(source)                   # the source and the headers it includes
+    except OSError:
+        return None
+    if stamp() != current.encode():
         return None
     return loaded

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -22,8 +23,16 @@ HERE = Path(__file__).resolve().parent
 FLAGS = ("-O2", "-std=c99", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
 
 
+LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([A-Za-z0-9_.-]+)"', re.MULTILINE)
+
+
 def source_hash(source: Path) -> str:
-    return hashlib.sha256(source.read_bytes()).hexdigest()
+    """SHA-256 of the source and of the headers beside it that it includes (``#include "x.h"``)."""
+    text = source.read_bytes()
+    digest = hashlib.sha256(text)
+    for name in LOCAL_INCLUDE.findall(text):
+        digest.update(source.with_name(name.decode()).read_bytes())
+    return digest.hexdigest()
 
 
 def library_path(source: Path) -> Path:
@@ -35,8 +44,11 @@ def compile_library(source: Path, target: Path | None = None) -> Path:
     target = target or library_path(source)
     compiler = shlex.split(os.environ.get("CC", "cc"))
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
-    command = [*compiler, *FLAGS, f'-DWORKBENCH_SOURCE_HASH="{source_hash(source)}"',
-               "-o", str(partial), str(source)]
+    try:
+        stamp = source_hash(source)
+    except OSError as error:
+        raise RuntimeError(f"{source.name}: {error.strerror}: {error.filename}") from None
+    command = [*compiler, *FLAGS, f'-DWORKBENCH_SOURCE_HASH="{stamp}"', "-o", str(partial), str(source)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as error:

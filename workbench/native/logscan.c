@@ -15,20 +15,18 @@
    Every other line holding "iteration" and "|" is handed back (its offsets and number) for the Python
    parser, so values, notes, errors and line numbers stay those of the exact parser.
 
-   Numbers: Clinger's exact fast path (at most 15 digits, so below 2^53, |power of ten| <= 22: one correctly rounded
-   IEEE operation, the double Python's float() returns); other numbers of the grammar go through
-   strtod on a bounded NUL-terminated local copy, and are handed back unless strtod reads all of it. */
+   Numbers: lognum.h. MindFormers logs: mfscan.c. */
 #define _GNU_SOURCE
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "lognum.h"
 
 const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
 #define MAX_FIELDS 256            /* more fields on one line: handed back */
-#define MAX_TOKEN 512             /* longer number for strtod: handed back */
+#define CODE_MAX 128              /* metric codes are int8 */
 
 enum { KIND_DROP = -1, KIND_SLOW = -2 };                 /* key_kind below, else a metric code >= 0 */
 enum { SEEN_TENSOR = 1, SEEN_LOCAL_NORM = 2 };          /* flags: "tensor(" / "local_norm/" in the chunk */
@@ -44,9 +42,11 @@ typedef struct {
     int64_t nkeys;
     /* rows: one per kept field of a taken line, capacity rows_cap */
     int64_t *rank, *step, *line;
-    int32_t *code;
+    int8_t *code;                 /* key_kind, below code_cap */
     double *value;
     int64_t rows_cap, rows;
+    int64_t *code_rows;           /* rows written per code, code_cap of them */
+    int64_t code_cap;
     /* one per taken line with a kept field: its iteration, capacity rows_cap too */
     int64_t *iteration;
     int64_t iterations;
@@ -57,19 +57,24 @@ typedef struct {
     int64_t pos, line_no, done;
     int64_t last_candidate;       /* offset of the last line holding "iteration" and "|", or -1 */
     int64_t flags;                /* SEEN_* */
+    int64_t non_ascii;            /* set once a line read so far holds a byte >= 0x80 */
 } megatron_scan;
 
-#define B 1                       /* Python's \s for bytes, what bytes.strip() removes: \t \n \v \f \r and space */
-static const unsigned char BLANK[256] = {[9] = B, [10] = B, [11] = B, [12] = B, [13] = B, [32] = B};
-static int blank(unsigned char c) { return BLANK[c]; }
-static int digit(unsigned char c) { return (unsigned char)(c - '0') <= 9; }
-
-/* The first byte at or after p (before e) that is not a blank; runs of spaces eight at a time. */
-static const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+/* The first byte at or after p (before e) that is not a blank: one blank byte on its own, runs of
+   spaces eight at a time (the first byte that is not a space is the lowest set byte of word ^ spaces). */
+INLINE const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *e) {
+    if (p < e && !blank(*p)) return p;
+    if (e - p >= 2 && *p == ' ' && !blank(p[1])) return p + 1;
     uint64_t word;
-    while (e - p >= 8) {
+    while (SWAR && e - p >= 8) {
         memcpy(&word, p, 8);
-        if (word != 0x2020202020202020ULL) break;
+        word ^= 0x2020202020202020ULL;
+        if (word != 0) {
+#if SWAR
+            p += __builtin_ctzll(word) >> 3;
+#endif
+            break;
+        }
         p += 8;
     }
     while (p < e && blank(*p)) p++;
@@ -110,58 +115,6 @@ static int64_t needles(const unsigned char *s, const unsigned char *e) {
         else if (*p == '/' && p - s >= 10 && memcmp(p - 10, "local_norm", 10) == 0) flags |= SEEN_LOCAL_NORM;
     }
     return flags;
-}
-
-static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
-                                 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* The longest number of the grammar at s (reading no further than e): its end in *end and its value
-   in *out; 0 when none starts there or it is not read exactly. */
-static int number_at(const unsigned char *s, const unsigned char *e, const unsigned char **end, double *out) {
-    const unsigned char *p = s, *digits;
-    int negative = 0;
-    uint64_t mantissa = 0;
-    int64_t fraction = 0, exponent = 0, count;
-    if (e - s >= 3 && s[0] == 'n' && s[1] == 'a' && s[2] == 'n') { *end = s + 3; *out = NAN; return 1; }
-    if (p < e && (*p == '+' || *p == '-')) negative = *p++ == '-';
-    for (digits = p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
-    count = p - digits;
-    if (p < e && *p == '.') {
-        for (digits = ++p; p < e && digit(*p); p++) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
-        fraction = p - digits;
-    }
-    if (count + fraction == 0) return 0;
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        int minus = 0;
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) minus = *p++ == '-';
-        for (digits = p; p < e && digit(*p); p++) if (exponent < 100000) exponent = exponent * 10 + (*p - '0');
-        if (p == digits) return 0;
-        if (minus) exponent = -exponent;
-    }
-    *end = p;
-    exponent -= fraction;
-    if (count + fraction <= 15 && exponent >= -22 && exponent <= 22) {   /* 15 digits < 2^53: exact */
-        double value = (double)mantissa;
-        value = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
-        *out = negative ? -value : value;
-        return 1;
-    }
-    if (p - s >= MAX_TOKEN) return 0;                    /* wrapped mantissa above: strtod reads the text */
-    char copy[MAX_TOKEN];
-    memcpy(copy, s, (size_t)(p - s));
-    copy[p - s] = '\0';
-    char *stop = NULL;
-    double value = strtod(copy, &stop);
-    if (stop != copy + (p - s)) return 0;                /* a locale that reads '.' otherwise */
-    *out = value;
-    return 1;
-}
-
-/* The number that is exactly [s, e) (already stripped) into *out; 0 when it is not one. */
-static int number(const unsigned char *s, const unsigned char *e, double *out) {
-    const unsigned char *end = NULL;
-    return number_at(s, e, &end, out) && end == e;
 }
 
 /* The rank a launcher prefix [s, e) names ("[default3]:", Slurm "3: "), else -1 (lines.RANK_PREFIX). */
@@ -246,7 +199,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         if (k < 0) return -2;                              /* a key Python has not seen yet */
         guess[fields] = k;
         int32_t kind = st->key_kind[k];
-        if (kind == KIND_SLOW) return -1;
+        if (kind == KIND_SLOW || kind >= st->code_cap) return -1;
         *flags |= st->key_flags[k];
         if (kind == KIND_DROP) {
             *flags |= needles(vs, ve);
@@ -263,7 +216,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
    number: its value and its closing '|' (*r); 0 otherwise (the general path decides). */
 static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
                           double *value, const unsigned char **r) {
-    if (k < 0 || st->key_kind[k] < 0) return 0;
+    if (k < 0 || st->key_kind[k] < 0 || st->key_kind[k] >= st->code_cap) return 0;
     const unsigned char *key = st->keys + st->key_start[k];
     int64_t n = st->key_start[k + 1] - st->key_start[k];
     const unsigned char *p = skip_blanks(q, b);
@@ -305,9 +258,29 @@ static void advance(megatron_scan *st, const unsigned char *data, const unsigned
     }
 }
 
-/* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
-   back a line with a new key (call again, with that key passed in). */
-int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
+/* The rows of a taken line, in table order (perm), and each row's code counted in counts. */
+static void store_rows(megatron_scan *st, const int32_t *keys, const int32_t *perm, const double *values, int count,
+                       int64_t iteration, int64_t rank, int64_t *restrict counts) {
+    int64_t at = st->rows, line = st->line_no;
+    int64_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
+    int8_t *restrict codes = st->code + at;
+    double *restrict out = st->value + at;
+    const int32_t *kind = st->key_kind, *shift = st->key_shift;
+    for (int i = 0; i < count; i++) {
+        int32_t k = keys[perm[i]];
+        ranks[i] = rank;
+        steps[i] = iteration + shift[k];
+        lines[i] = line;
+        codes[i] = (int8_t)kind[k];
+        counts[kind[k]]++;
+        out[i] = values[perm[i]];
+    }
+    st->rows = at + count;
+    if (count > 0) st->iteration[st->iterations++] = iteration;
+}
+
+/* logscan_megatron's loop; rows per code go to counts (CODE_MAX of them). */
+static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len, int64_t *counts) {
     int32_t keys[MAX_FIELDS], last_keys[MAX_FIELDS], perm[MAX_FIELDS];
     double values[MAX_FIELDS];
     int64_t guess[MAX_FIELDS];
@@ -318,6 +291,7 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
         const unsigned char *b = nl ? nl : data + len;
         const unsigned char *it = find_iteration(a, b);
+        if (!st->non_ascii) st->non_ascii = first_non_ascii(a, b - a) >= 0;   /* the line is in cache now */
         if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
             st->flags |= needles(a, b);
         } else {
@@ -338,16 +312,7 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
                     memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
                     last_count = count;
                 }
-                for (int i = 0; i < count; i++) {
-                    int64_t at = st->rows++;
-                    int32_t k = keys[perm[i]];
-                    st->rank[at] = rank;
-                    st->step[at] = iteration + st->key_shift[k];
-                    st->line[at] = st->line_no;
-                    st->code[at] = st->key_kind[k];
-                    st->value[at] = values[perm[i]];
-                }
-                if (count > 0) st->iteration[st->iterations++] = iteration;
+                store_rows(st, keys, perm, values, count, iteration, rank, counts);
                 st->flags |= flags;
             }
             st->last_candidate = a - data;
@@ -357,52 +322,32 @@ int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) 
     return 0;
 }
 
-/* Offset of the first byte >= 0x80 in [data, data + len), or -1. */
-int64_t logscan_non_ascii(const unsigned char *data, int64_t len) {
-    int64_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t word;
-        memcpy(&word, data + i, 8);
-        if (word & 0x8080808080808080ULL) break;
-    }
-    for (; i < len; i++) if (data[i] & 0x80) return i;
-    return -1;
+/* Scan the chunk from st->pos; returns 0 when it is done, 1 when an array is full, 2 after handing
+   back a line with a new key (call again, with that key passed in). Codes from code_cap (at most
+   CODE_MAX) on are handed back. */
+int logscan_megatron(megatron_scan *st, const unsigned char *data, int64_t len) {
+    int64_t counts[CODE_MAX] = {0};
+    if (st->code_cap > CODE_MAX) st->code_cap = CODE_MAX;
+    int status = scan_lines(st, data, len, counts);
+    for (int64_t i = 0; i < st->code_cap; i++) st->code_rows[i] += counts[i];
+    return status;
 }
 
-/* One numpy-printed local_norm array of a MindFormers log, from its first line at data[pos] to the end
-   of the line holding the first ']': its numbers into values (at most cap), *stop the offset of that
-   line's end, *lines the line ends inside. The count of numbers, or -1 for the Python parser to read
-   it (what mindformers_scan._fast_block takes: the first line starts, after blanks, with '[', '-', a
-   digit, '.', 'n' or 'i' and holds no "local_norm:"; every later line starts, after blanks other than
-   '\n', with one of those; ASCII; numbers of the grammar above separated by blanks and brackets; no
-   more than cap of them). */
-int64_t logscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, double *values, int64_t cap,
-                           int64_t *stop, int64_t *lines) {
-    const unsigned char *p = data + pos, *e = data + len;
-    const unsigned char *close = memchr(p, ']', (size_t)(e - p));
-    if (close == NULL) return -1;
-    const unsigned char *nl = memchr(close, '\n', (size_t)(e - close));
-    const unsigned char *end = nl ? nl : e, *first_end = memchr(p, '\n', (size_t)(end - p));
-    first_end = first_end ? first_end : end;
-    if (first_end - p >= 11 && memmem(p, (size_t)(first_end - p), "local_norm:", 11) != NULL) return -1;
-    int64_t count = 0, ends = 0;
-    int line_start = 1;
-    while (p < end) {
-        unsigned char c = *p;
-        if (c & 0x80) return -1;
-        if (line_start) {                                  /* the first byte after the line's blanks */
-            if (c != '\n' && blank(c)) { p++; continue; }
-            if (!(c == '[' || c == '-' || digit(c) || c == '.' || c == 'n' || c == 'i')) return -1;
-            line_start = 0;
-        }
-        if (c == '\n') { ends++; line_start = 1; p++; continue; }
-        if (blank(c) || c == '[' || c == ']') { p++; continue; }
-        if (count >= cap || !number_at(p, end, &p, &values[count])) return -1;
+/* codes[i] = lut[codes[i]] for the n codes (each below 128; the table's sorted category order). */
+void logscan_recode(int8_t *codes, int64_t n, const int8_t *lut) {
+    for (int64_t i = 0; i < n; i++) codes[i] = lut[(uint8_t)codes[i] & 0x7f];
+}
+
+/* Offset of the first byte >= 0x80 in [data, data + len), or -1. */
+int64_t logscan_non_ascii(const unsigned char *data, int64_t len) { return first_non_ascii(data, len); }
+
+/* How many '\n' are in [data, data + len). */
+int64_t logscan_count_lines(const unsigned char *data, int64_t len) {
+    int64_t count = 0;
+    const unsigned char *p = data, *e = data + len;
+    while (p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL) {
         count++;
-        if (p < end && !(blank(*p) || *p == '[' || *p == ']')) return -1;
+        p++;
     }
-    if (line_start) return -1;
-    *stop = end - data;
-    *lines = ends;
     return count;
 }
