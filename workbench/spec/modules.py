@@ -209,15 +209,25 @@ def module_fits(paths: Iterable[str], archs: Iterable[str] | None = None) -> lis
     """How many of the paths each format of each architecture resolves (templates matched, nothing built)."""
     from .loader import available_archs, load_arch
 
+    import numpy as np
+
+    from .module_keys import literal_runs, match_keys
+
     paths = list(dict.fromkeys(paths))
+    found = [(arch_name, fmt, _cached(arch, fmt)[2]) for arch_name in (archs if archs is not None else available_archs())
+             for arch in (load_arch(arch_name),) for fmt in arch.formats]
+    literals = literal_runs(module.template.text for *_, index in found for group in index.values() for module in group)
+    keys = match_keys(paths, literals)            # paths every template matches alike share a key: tried once
+    distinct = list(dict.fromkeys(keys))
+    number = {key: n for n, key in enumerate(distinct)}
+    key_of = np.fromiter((number[key] for key in keys), np.int64, len(keys))
+    texts = np.array(paths, dtype=object)
     fits = []
-    for arch_name in (archs if archs is not None else available_archs()):
-        arch = load_arch(arch_name)
-        for fmt in arch.formats:
-            index = _cached(arch, fmt)[2]
-            unmatched = tuple(path for path in paths if not any(
-                module.template.match(path) is not None for module in index.get(skeleton_of(path), ())))
-            fits.append(ModuleFit(arch_name, fmt, len(paths) - len(unmatched), unmatched))
+    for arch_name, fmt, index in found:
+        missed = [n for n, key in enumerate(distinct) if not any(
+            module.template.match(key) is not None for module in index.get(skeleton_of(key), ()))]
+        unmatched = tuple(texts[np.isin(key_of, missed)].tolist()) if missed else ()
+        fits.append(ModuleFit(arch_name, fmt, len(paths) - len(unmatched), unmatched))
     return fits
 
 
