@@ -87,20 +87,18 @@ class PairBuilder:
     def pairs_table(self):
         import numpy as np
 
-        plain = self._plain
-        index_a = np.asarray([a for _, a, _, _ in plain], dtype=np.int64)
-        index_b = np.asarray([b for _, _, b, _ in plain], dtype=np.int64)
-        calls = [self._calls[c] for _, _, _, c in plain]
+        plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
+        index_a, index_b = plain[:, 1], plain[:, 2]
+        calls = [self._calls[c] for c in plain[:, 3].tolist()]
         fused = self._fused_pairs() if self._fused else []
-        sequence = np.asarray([s for s, *_ in plain] + [s for s, _ in fused], dtype=np.int64)
+        sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
 
         def column(name: str) -> list:
             values = self._plain_column(name, index_a, index_b, calls)
             if order is None:
                 return values
-            values = values + [pair[name] for _, pair in fused]
-            return [values[i] for i in order.tolist()]
+            return _taken(values + [pair[name] for _, pair in fused], order)
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
@@ -159,9 +157,17 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
         list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
-        values = column(name)
-        frame[name] = pd.Series([values[i] for i in order.tolist()], index=frame.index)
+        frame[name] = pd.Series(_taken(column(name), order), index=frame.index)     # a list's own inference
     return frame
+
+
+def _taken(values: list, order) -> list:
+    """``[values[i] for i in order]`` at numpy's speed (an object array made as pandas makes one of a list)."""
+    import numpy as np
+
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array[order].tolist()
 
 
 def _side(row: dict) -> dict:
