@@ -46,6 +46,7 @@ class Rows:
         self.columns = tuple(self.table.columns)
         self.size = len(self.table)
         self._lists: dict[str, list] = {}
+        self.derived: dict[str, object] = {}          # per-row values computed once from the columns (matching's)
 
     def __getitem__(self, column: str) -> list:
         found = self._lists.get(column)
@@ -68,6 +69,8 @@ class Rows:
         """Forget the column lists but ``keep`` (the tables are built from the table itself)."""
         for column in [c for c in self._lists if c not in keep]:
             del self._lists[column]
+        if not keep:
+            self.derived.clear()
 
     def rows_at(self, positions: list[int]) -> dict[int, dict]:
         """``{position: row dict}`` of a few rows (each column taken once for all of them)."""

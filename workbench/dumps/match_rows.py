@@ -81,8 +81,11 @@ class PairBuilder:
             self._reasons[(side, index)] = self._texts.setdefault(reason, reason)   # one object per text
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
+        """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
+        reason = self._texts.setdefault(reason, reason)
+        keep = self._reasons.setdefault
         for index in call.rows:
-            self.unmatched_row(side, index, reason)
+            keep((side, index), reason)
 
     def pairs_table(self):
         import numpy as np
