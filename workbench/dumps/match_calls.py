@@ -110,12 +110,13 @@ def calls_of(rows: Rows) -> list[Call]:
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
     firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
     order_list = by_call.tolist()
-    sides, ranks, steps, ops, modules = rows["side"], rows["rank"], rows["step"], rows["op"], rows["module_path"]
     earliest = _earliest(call_of, orders, count)
+    texts = [_texts_at(rows[column], firsts) for column in ("side", "op", "module_path", "pass", "name")]
+    numbers = [[int(v) for v in map(rows[column].__getitem__, firsts)] for column in ("rank", "step")]
     calls, start = [], 0
-    for number, first in enumerate(firsts):
-        calls.append(Call(_text(sides[first]), int(ranks[first]), int(steps[first]), stems[first], _text(ops[first]),
-                          _text(modules[first]), _text(passes[first]), is_module_row(_text(names[first])),
+    for number, (side, op, module, pass_, name, rank, step, first) in enumerate(
+            zip(*texts, *numbers, firsts, strict=True)):
+        calls.append(Call(side, rank, step, stems[first], op, module, pass_, name.startswith(MODULE_PREFIXES),
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
     _fill_by_io(calls, call_of, rows["io"], rows["slot"])
@@ -161,6 +162,11 @@ def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
     found = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(found, np.asarray(call_of, dtype=np.int64), np.asarray(orders, dtype=np.int64))
     return found.tolist()
+
+
+def _texts_at(values: list, positions: list[int]) -> list[str]:
+    """``[_text(values[i]) for i in positions]``, one call less per value."""
+    return [v if type(v) is str else _text(v) for v in map(values.__getitem__, positions)]
 
 
 def _text(value) -> str:
