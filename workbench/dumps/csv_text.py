@@ -74,14 +74,19 @@ def _cells(series) -> list[str] | None:
         return _quote(text.tolist())
     if kind in "iub":                                 # pandas: Python ints/bools, printed with str()
         return list(map(str, values.tolist()))
-    missing = pd.isna(values)
-    if missing.any():
-        values = values.copy()
-        values[missing] = ""
     items = values.tolist()
     types = set(map(type, items))
-    if not types <= set(_PLAIN_TYPES):
-        return None
+    if not types <= {str, int, bool}:                 # pandas: missing values (pd.isna) empty
+        if types <= {str, int, bool, float, type(None)}:
+            items = ["" if v is None or v != v else v for v in items]           # what pd.isna finds among these
+        else:
+            missing = pd.isna(values)
+            values = values.copy()
+            values[missing] = ""
+            items = values.tolist()
+        types = set(map(type, items))
+        if not types <= set(_PLAIN_TYPES):
+            return None
     if types != {str}:                                # the csv writer: repr for floats, str for the rest
         items = [repr(v) if type(v) is float else str(v) for v in items]
     return _quote(items)

@@ -160,17 +160,34 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
         list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
-        frame[name] = pd.Series(_taken(column(name), order), index=frame.index)     # a list's own inference
+        frame[name] = _series(column(name), order, frame.index)
     return frame
 
 
-def _taken(values: list, order) -> list:
-    """``[values[i] for i in order]`` at numpy's speed (an object array made as pandas makes one of a list)."""
+def _series(values: list, order, index):
+    """``pd.Series([values[i] for i in order])``: a list's own inference; text (str and None only, which a list
+    leaves as objects) goes in as the object array itself, without the list's inference pass."""
+    import pandas as pd
+
+    array = _object_array(values)[order]
+    items = array.tolist()
+    if set(map(type, items)) <= {str, type(None)}:
+        return pd.Series(array, index=index)
+    return pd.Series(items, index=index)
+
+
+def _object_array(values: list):
+    """An object array of ``values`` as pandas makes one of a list (nested sequences stay objects)."""
     import numpy as np
 
     array = np.empty(len(values), dtype=object)
     array[:] = values
-    return array[order].tolist()
+    return array
+
+
+def _taken(values: list, order) -> list:
+    """``[values[i] for i in order]`` at numpy's speed."""
+    return _object_array(values)[order].tolist()
 
 
 def _side(row: dict) -> dict:
