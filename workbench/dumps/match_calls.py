@@ -21,10 +21,23 @@ def call_stem(name: str) -> str:
     return found.group("stem") or found.group("io")
 
 
-def _stem_of(name: str, match=_STEM.match) -> str:
-    """:func:`call_stem` of a str, one call less."""
-    found = match(name)
-    return (found.group("stem") or found.group("io")) if found else name
+# _STEM's two alternatives found by search: the leftmost place (after the first character) where each part
+# matches is where the lazy ``.+?`` stops, provided no line break comes before it (``.`` stops there).
+_GRAD_PART = re.compile(r"\.parameters_grad(?:\.\d+)?(?=\.|$)")
+_IO_PART = re.compile(r"\.(?:input|output|parameters)(?=\.|$)")
+
+
+def _stem_of(name: str) -> str:
+    """:func:`call_stem` of a str: ``_STEM.match`` without its lazy scan over both alternatives (twice faster;
+    ``tests/test_compare_fast_paths.py`` holds the two equal on fuzzed names)."""
+    if "parameters_grad" in name:
+        found = _GRAD_PART.search(name, 1)
+        if found and "\n" not in name[:found.start()]:
+            return name[:found.end()]
+    found = _IO_PART.search(name, 1)
+    if found and "\n" not in name[:found.start()]:
+        return name[:found.start()]
+    return name
 
 
 def is_module_row(name: str) -> bool:
