@@ -117,7 +117,7 @@ def calls_of(rows: Rows) -> list[Call]:
         return []
     names, passes, orders = rows["name"], rows["pass"], rows["order"]
     stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
-    call_of = _codes((rows["rank"], rows["step"], stems, passes))
+    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
@@ -138,6 +138,14 @@ def calls_of(rows: Rows) -> list[Call]:
     return [calls[i] for i in ranked.tolist()]
 
 
+def _integers(rows: Rows, column: str):
+    """A column as the table's own integer array when it is one (no Python int per row), else its values."""
+    import numpy as np
+
+    values = rows.table[column].to_numpy() if column in rows.columns else None
+    return values if isinstance(values, np.ndarray) and values.dtype.kind in "iu" else rows[column]
+
+
 def _codes(columns):
     """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
     (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
@@ -146,7 +154,9 @@ def _codes(columns):
 
     codes = None
     for values in columns:
-        found, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+            values = np.asarray(values, dtype=object)      # integers stay an integer array: the same numbering
+        found, uniques = pd.factorize(values, use_na_sentinel=False)
         codes = found if codes is None else pd.factorize(codes * len(uniques) + found)[0]
     return np.asarray(codes, dtype=np.int64)
 
