@@ -14,7 +14,7 @@ from workbench.dumps.match import _feature
 from workbench.dumps.match_align import Feature
 from workbench.dumps.match_calls import Rows, _stem_of, call_stem, calls_of, known
 from workbench.dumps.match_ops import load_operators
-from workbench.dumps.match_rows import _series, _taken
+from workbench.dumps.match_rows import _joined, _series
 from workbench.dumps.schema import as_table
 
 TOKENS = [".", "input", "output", "parameters", "parameters_grad", "0", "12", "\n", "x", "_", ".input", ".output.",
@@ -37,10 +37,11 @@ def test_table_columns_keep_the_inference_of_a_list(values):
     order = np.arange(len(values))[::-1].copy()
     index = pd.RangeIndex(len(values))
     expected = pd.Series([values[i] for i in order.tolist()], index=index)
-    found = _series(list(values), order, index)
-    assert found.dtype == expected.dtype
-    assert found.tolist() == expected.tolist() or (found.isna() == expected.isna()).all()
-    assert _taken(list(values), order) == [values[i] for i in order.tolist()]
+    half = len(values) // 2
+    for given in (list(values), _joined([values[:half], _joined([values[half:]])])):    # a list, an object array
+        found = _series(given, order, index)
+        assert found.dtype == expected.dtype
+        assert found.tolist() == expected.tolist() or (found.isna() == expected.isna()).all()
 
 
 def _plain_feature(rows: Rows, call, ops) -> Feature:

@@ -74,6 +74,12 @@ class Rows:
         series = self.table[column]
         return object_values(series if positions is None else series.take(positions)).tolist()
 
+    def take_objects(self, column: str, positions):
+        """:meth:`take` as an object array (no list)."""
+        from .schema import object_values
+
+        return object_values(self.table[column].take(positions))
+
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)

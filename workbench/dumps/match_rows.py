@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .match_calls import STATS, Call, Rows, combine, known
+from .rows import repeated
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
                "source")
@@ -97,18 +98,18 @@ class PairBuilder:
         sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
 
-        def column(name: str) -> list:
+        def column(name: str):
             values = self._plain_column(name, index_a, index_b, calls)
             if order is None:
                 return values
-            return _taken(values + [pair[name] for _, pair in fused], order)
+            return _joined([values, [pair[name] for _, pair in fused]])[order]
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
     def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
         """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
         if name in ("rank", "step", "order", "pass", "io", "slot"):
-            return self.rows_a.take(name, index_a)
+            return self.rows_a.take_objects(name, index_a)
         if name in ("level", "logical_module", "call_a", "call_b"):
             at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
             return [call[at] for call in calls]
@@ -118,7 +119,7 @@ class PairBuilder:
             return [_layer(call[4], own) for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)]
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
-        return rows.take(field, positions) if field in rows.columns else [None] * len(calls)
+        return rows.take_objects(field, positions) if field in rows.columns else [None] * len(calls)
 
     def unmatched_table(self):
         import numpy as np
@@ -127,17 +128,18 @@ class PairBuilder:
                  for side in ("A", "B")}
         positions = {side: np.asarray([index for index, _ in items], dtype=np.int64) for side, items in found.items()}
 
-        def column(name: str) -> list:
-            values: list = []
+        def column(name: str):
+            parts: list = []
             for side, items in found.items():
                 rows = self.rows(side)
                 if name == "side":
-                    values += [side] * len(items)
+                    parts.append(repeated(side, len(items)))
                 elif name == "reason":
-                    values += [reason for _, reason in items]
+                    parts.append([reason for _, reason in items])
                 else:
-                    values += rows.take(name, positions[side]) if name in rows.columns else [None] * len(items)
-            return values
+                    parts.append(rows.take_objects(name, positions[side]) if name in rows.columns
+                                 else [None] * len(items))
+            return _joined(parts)
 
         return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
                       ("side", "step", "rank", "order"))
@@ -156,7 +158,7 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
 
     if not size:
         return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
-    order = pd.DataFrame({key: pd.Series(column(key)) for key in keys}).sort_values(
+    order = pd.DataFrame({key: pd.Series(_listed(column(key))) for key in keys}).sort_values(
         list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
@@ -164,9 +166,9 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     return frame
 
 
-def _series(values: list, order, index):
-    """``pd.Series([values[i] for i in order])``: a list's own inference; text (str and None only, which a list
-    leaves as objects) goes in as the object array itself, without the list's inference pass."""
+def _series(values, order, index):
+    """``pd.Series([values[i] for i in order])`` of a list or an object array: a list's own inference; text (str
+    and None only, which a list leaves as objects) goes in as the object array itself, without that pass."""
     import pandas as pd
 
     array = _object_array(values)[order]
@@ -176,18 +178,27 @@ def _series(values: list, order, index):
     return pd.Series(items, index=index)
 
 
-def _object_array(values: list):
-    """An object array of ``values`` as pandas makes one of a list (nested sequences stay objects)."""
+def _listed(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else values
+
+
+def _joined(parts: list):
+    """Lists and object arrays, one after the other, as one object array."""
     import numpy as np
 
+    return np.concatenate([_object_array(part) for part in parts]) if parts else np.empty(0, dtype=object)
+
+
+def _object_array(values):
+    """An object array of ``values`` (itself when it is one), as pandas makes one of a list (nested sequences
+    stay objects)."""
+    import numpy as np
+
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
     array = np.empty(len(values), dtype=object)
     array[:] = values
     return array
-
-
-def _taken(values: list, order) -> list:
-    """``[values[i] for i in order]`` at numpy's speed."""
-    return _object_array(values)[order].tolist()
 
 
 def _side(row: dict) -> dict:
