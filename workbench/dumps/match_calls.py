@@ -50,6 +50,9 @@ def param_name(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
+_PLAIN_DTYPES = ("int64", "float64", "bool")
+
+
 class Rows:
     """A dump table's columns by row position, with the values :func:`.schema.row_dicts` gives (Python scalars,
     None for <NA>): ``rows[column]`` a list (made on first use), ``rows.take(column, positions)`` a few rows."""
@@ -75,10 +78,16 @@ class Rows:
         return object_values(series if positions is None else series.take(positions)).tolist()
 
     def take_objects(self, column: str, positions):
-        """:meth:`take` as an object array (no list)."""
+        """:meth:`take` as an array (no list): the column's own int64/float64/bool array (the dtype a list of
+        those values infers), else objects."""
+        import numpy as np
+
         from .schema import object_values
 
-        return object_values(self.table[column].take(positions))
+        series = self.table[column]
+        if isinstance(series.dtype, np.dtype) and series.dtype.name in _PLAIN_DTYPES:
+            return series.to_numpy()[positions]
+        return object_values(series.take(positions))
 
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""

@@ -23,7 +23,7 @@ class PairBuilder:
         self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
-        self._reasons: dict[tuple[str, int], str] = {}
+        self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
         self._texts: dict[str, str] = {}
 
     def rows(self, side: str) -> Rows:
@@ -78,15 +78,15 @@ class PairBuilder:
                 **{f"a_{k}": v for k, v in side_a.items()}, **{f"b_{k}": v for k, v in side_b.items()}}
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
-        if (side, index) not in self._reasons:
-            self._reasons[(side, index)] = self._texts.setdefault(reason, reason)   # one object per text
+        if index not in self._reasons[side]:
+            self._reasons[side][index] = self._texts.setdefault(reason, reason)   # one object per text
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
         """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
         reason = self._texts.setdefault(reason, reason)
-        keep = self._reasons.setdefault
+        keep = self._reasons[side].setdefault
         for index in call.rows:
-            keep((side, index), reason)
+            keep(index, reason)
 
     def pairs_table(self):
         import numpy as np
@@ -124,9 +124,8 @@ class PairBuilder:
     def unmatched_table(self):
         import numpy as np
 
-        found = {side: [(index, reason) for (side_, index), reason in self._reasons.items() if side_ == side]
-                 for side in ("A", "B")}
-        positions = {side: np.asarray([index for index, _ in items], dtype=np.int64) for side, items in found.items()}
+        found = self._reasons                      # side -> {row position: reason}, in the order recorded
+        positions = {side: np.fromiter(items, np.int64, len(items)) for side, items in found.items()}
 
         def column(name: str):
             parts: list = []
@@ -135,7 +134,7 @@ class PairBuilder:
                 if name == "side":
                     parts.append(repeated(side, len(items)))
                 elif name == "reason":
-                    parts.append([reason for _, reason in items])
+                    parts.append(list(items.values()))
                 else:
                     parts.append(rows.take_objects(name, positions[side]) if name in rows.columns
                                  else [None] * len(items))
@@ -171,21 +170,33 @@ def _series(values, order, index):
     and None only, which a list leaves as objects) goes in as the object array itself, without that pass."""
     import pandas as pd
 
-    array = _object_array(values)[order]
+    array = (values if _plain(values) else _object_array(values))[order]
+    if _plain(array):
+        return pd.Series(array, index=index)          # an int64/float64/bool column: a list of its values infers it
     items = array.tolist()
     if set(map(type, items)) <= {str, type(None)}:
         return pd.Series(array, index=index)
     return pd.Series(items, index=index)
 
 
-def _listed(values) -> list:
-    return values.tolist() if hasattr(values, "tolist") else values
+def _listed(values):
+    return values if _plain(values) else values.tolist() if hasattr(values, "tolist") else values
+
+
+def _plain(values) -> bool:
+    """An int64, float64 or bool array (what a list of its values would infer)."""
+    import numpy as np
+
+    return isinstance(values, np.ndarray) and values.dtype in (np.int64, np.float64, np.bool_)
 
 
 def _joined(parts: list):
-    """Lists and object arrays, one after the other, as one object array."""
+    """Lists and arrays, one after the other, as one array: of their dtype when all are one such array dtype,
+    else of objects."""
     import numpy as np
 
+    if parts and all(_plain(part) and part.dtype == parts[0].dtype for part in parts):
+        return np.concatenate(parts)
     return np.concatenate([_object_array(part) for part in parts]) if parts else np.empty(0, dtype=object)
 
 
