@@ -191,7 +191,10 @@ def _feature_columns(rows: Rows) -> tuple[list, list]:
     unknown), the values a :class:`Feature` holds."""
     found = rows.derived.get("feature")
     if found is None:
+        numel, level = rows.table["numel"], rows.table["l2norm"]
         found = rows.derived["feature"] = (
-            [int(n) if known(n) else -1 for n in rows["numel"]],
-            [float(v) if known(v) else math.nan for v in rows["l2norm"]])
+            numel.to_numpy(dtype="int64", na_value=-1).tolist() if str(numel.dtype) in ("Int64", "int64")
+            else [int(n) if known(n) else -1 for n in rows["numel"]],
+            level.to_numpy().tolist() if str(level.dtype) == "float64"           # floats as they are, nan included
+            else [float(v) if known(v) else math.nan for v in rows["l2norm"]])
     return found
