@@ -6,20 +6,17 @@ from __future__ import annotations
 import math
 import random
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from dump_tables import benchmark_module
 
 from workbench.cli.main import main
 from workbench.dumps import csv_text
 from workbench.dumps.compare_run import compare_dumps
 from workbench.dumps.csv_text import frame_csv
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import compare as bench  # noqa: E402  (benchmarks/compare.py: its generated msprobe dumps)
 
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.5, 1e-4, 9.999e-5, 1e-5, 1e15, 1e16, 9999999999999998.0, 1.2345678901234568e17,
                5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, math.inf, -math.inf, math.nan, 0.1 + 0.2,
@@ -94,7 +91,7 @@ def test_quoted_characters_are_what_the_csv_module_quotes():
 
 @pytest.fixture(scope="module")
 def generated_dumps(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bench_dumps")
+    root, bench = tmp_path_factory.mktemp("bench_dumps"), benchmark_module()
     bench.write_dump(root / "torch" / "step0" / "proc0", "pytorch", 3000, 1)
     bench.write_dump(root / "mindspore" / "step0" / "proc0", "mindspore", 3000, 2)
     return root
