@@ -25,7 +25,6 @@ from workbench.dumps.rows import table_from_columns
 from workbench.errors import InputError
 from workbench.native import library
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(library("dumpscan") is None,
                                 reason="the dumpscan library is not built (python workbench/native/build.py)")
 _COLUMNS = msprobe_native._columns
