@@ -2,6 +2,7 @@
 land separately; this keeps the tests on the schema contract only)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -47,3 +48,12 @@ def msprobe_rows(folder: Path, side: str) -> list[dict]:
 
 def msprobe_table(folder: Path, side: str):
     return as_table(msprobe_rows(folder, side))
+
+
+def benchmark_module():
+    """benchmarks/compare.py (its ``write_dump`` generates msprobe dumps of any size), loaded by path."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
+    spec = importlib.util.spec_from_file_location("bench_compare", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -7,12 +7,12 @@ here (truncated at every 97th byte, deep nesting, extreme numbers, escapes, non-
 wrong types) and a random fuzz of byte mutations."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 from pathlib import Path
 
 import dump_pairs
+from dump_tables import benchmark_module
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,7 +25,6 @@ from workbench.dumps.rows import table_from_columns
 from workbench.errors import InputError
 from workbench.native import library
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(library("dumpscan") is None,
                                 reason="the dumpscan library is not built (python workbench/native/build.py)")
 _COLUMNS = msprobe_native._columns
@@ -99,17 +98,10 @@ def test_reference_model_dumps_identical(task, level, backward, tmp_path_factory
         assert kind == "table" and len(table) > 0
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("framework", ["pytorch", "mindspore"])
 def test_benchmark_dumps_identical(framework, tmp_path, monkeypatch):
     folder = tmp_path / "step0" / "rank0"
-    _benchmark().write_dump(folder, framework, 3000, 7)
+    benchmark_module().write_dump(folder, framework, 3000, 7)
     kind, table = _same(lambda: read_msprobe(tmp_path), monkeypatch, expect_native=True)
     assert len(table) >= 3000 and table["stack_id"].ne("").all() and table["module_path"].ne("").any()
 

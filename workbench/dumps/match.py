@@ -15,6 +15,7 @@ Ranks and steps are independent units: A's (rank, step) is compared with B's sam
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -178,8 +179,22 @@ def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], o
 
 
 def _feature(rows: Rows, call: Call, ops: OperatorTable) -> Feature:
-    numel = rows["numel"]
-    numels = tuple(int(numel[i]) if known(numel[i]) else -1 for io in ("input", "output") for i in call.by_io.get(io, ()))
-    outputs = call.by_io.get("output")
-    level = rows["l2norm"][min(outputs)] if outputs else None          # the first output row, in row order
-    return Feature(ops.op_class(call.op), call.pass_, numels, float(level) if known(level) else float("nan"))
+    numel, level = _feature_columns(rows)
+    outputs = call.by_io.get("output", ())
+    numels = tuple(map(numel.__getitem__, [*call.by_io.get("input", ()), *outputs]))
+    return Feature(ops.op_class(call.op), call.pass_, numels,
+                   level[min(outputs)] if outputs else math.nan)         # the first output row, in row order
+
+
+def _feature_columns(rows: Rows) -> tuple[list, list]:
+    """Per row, once per table: the element count (-1 when unknown) and the l2norm as a float (nan when
+    unknown), the values a :class:`Feature` holds."""
+    found = rows.derived.get("feature")
+    if found is None:
+        numel, level = rows.table["numel"], rows.table["l2norm"]
+        found = rows.derived["feature"] = (
+            numel.to_numpy(dtype="int64", na_value=-1).tolist() if str(numel.dtype) in ("Int64", "int64")
+            else [int(n) if known(n) else -1 for n in rows["numel"]],
+            level.to_numpy().tolist() if str(level.dtype) == "float64"           # floats as they are, nan included
+            else [float(v) if known(v) else math.nan for v in rows["l2norm"]])
+    return found

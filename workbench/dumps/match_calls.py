@@ -21,10 +21,23 @@ def call_stem(name: str) -> str:
     return found.group("stem") or found.group("io")
 
 
-def _stem_of(name: str, match=_STEM.match) -> str:
-    """:func:`call_stem` of a str, one call less."""
-    found = match(name)
-    return (found.group("stem") or found.group("io")) if found else name
+# _STEM's two alternatives found by search: the leftmost place (after the first character) where each part
+# matches is where the lazy ``.+?`` stops, provided no line break comes before it (``.`` stops there).
+_GRAD_PART = re.compile(r"\.parameters_grad(?:\.\d+)?(?=\.|$)")
+_IO_PART = re.compile(r"\.(?:input|output|parameters)(?=\.|$)")
+
+
+def _stem_of(name: str) -> str:
+    """:func:`call_stem` of a str: ``_STEM.match`` without its lazy scan over both alternatives (twice faster;
+    ``tests/test_compare_fast_paths.py`` holds the two equal on fuzzed names)."""
+    if "parameters_grad" in name:
+        found = _GRAD_PART.search(name, 1)
+        if found and "\n" not in name[:found.start()]:
+            return name[:found.end()]
+    found = _IO_PART.search(name, 1)
+    if found and "\n" not in name[:found.start()]:
+        return name[:found.start()]
+    return name
 
 
 def is_module_row(name: str) -> bool:
@@ -37,6 +50,9 @@ def param_name(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
+_PLAIN_DTYPES = ("int64", "float64", "bool")
+
+
 class Rows:
     """A dump table's columns by row position, with the values :func:`.schema.row_dicts` gives (Python scalars,
     None for <NA>): ``rows[column]`` a list (made on first use), ``rows.take(column, positions)`` a few rows."""
@@ -46,6 +62,7 @@ class Rows:
         self.columns = tuple(self.table.columns)
         self.size = len(self.table)
         self._lists: dict[str, list] = {}
+        self.derived: dict[str, object] = {}          # per-row values computed once from the columns (matching's)
 
     def __getitem__(self, column: str) -> list:
         found = self._lists.get(column)
@@ -60,6 +77,18 @@ class Rows:
         series = self.table[column]
         return object_values(series if positions is None else series.take(positions)).tolist()
 
+    def take_objects(self, column: str, positions):
+        """:meth:`take` as an array (no list): the column's own int64/float64/bool array (the dtype a list of
+        those values infers), else objects."""
+        import numpy as np
+
+        from .schema import object_values
+
+        series = self.table[column]
+        if isinstance(series.dtype, np.dtype) and series.dtype.name in _PLAIN_DTYPES:
+            return series.to_numpy()[positions]
+        return object_values(series.take(positions))
+
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)
@@ -68,6 +97,8 @@ class Rows:
         """Forget the column lists but ``keep`` (the tables are built from the table itself)."""
         for column in [c for c in self._lists if c not in keep]:
             del self._lists[column]
+        if not keep:
+            self.derived.clear()
 
     def rows_at(self, positions: list[int]) -> dict[int, dict]:
         """``{position: row dict}`` of a few rows (each column taken once for all of them)."""
@@ -101,24 +132,33 @@ def calls_of(rows: Rows) -> list[Call]:
         return []
     names, passes, orders = rows["name"], rows["pass"], rows["order"]
     stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
-    call_of = _codes((rows["rank"], rows["step"], stems, passes))
+    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
     firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
     order_list = by_call.tolist()
-    sides, ranks, steps, ops, modules = rows["side"], rows["rank"], rows["step"], rows["op"], rows["module_path"]
     earliest = _earliest(call_of, orders, count)
+    texts = [_texts_at(rows[column], firsts) for column in ("side", "op", "module_path", "pass", "name")]
+    numbers = [[int(v) for v in map(rows[column].__getitem__, firsts)] for column in ("rank", "step")]
     calls, start = [], 0
-    for number, first in enumerate(firsts):
-        calls.append(Call(_text(sides[first]), int(ranks[first]), int(steps[first]), stems[first], _text(ops[first]),
-                          _text(modules[first]), _text(passes[first]), is_module_row(_text(names[first])),
+    for number, (side, op, module, pass_, name, rank, step, first) in enumerate(
+            zip(*texts, *numbers, firsts, strict=True)):
+        calls.append(Call(side, rank, step, stems[first], op, module, pass_, name.startswith(MODULE_PREFIXES),
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
     _fill_by_io(calls, call_of, rows["io"], rows["slot"])
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray([c.step for c in calls], dtype=np.int64),
                          np.asarray([c.rank for c in calls], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
+
+
+def _integers(rows: Rows, column: str):
+    """A column as the table's own integer array when it is one (no Python int per row), else its values."""
+    import numpy as np
+
+    values = rows.table[column].to_numpy() if column in rows.columns else None
+    return values if isinstance(values, np.ndarray) and values.dtype.kind in "iu" else rows[column]
 
 
 def _codes(columns):
@@ -129,7 +169,9 @@ def _codes(columns):
 
     codes = None
     for values in columns:
-        found, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+            values = np.asarray(values, dtype=object)      # integers stay an integer array: the same numbering
+        found, uniques = pd.factorize(values, use_na_sentinel=False)
         codes = found if codes is None else pd.factorize(codes * len(uniques) + found)[0]
     return np.asarray(codes, dtype=np.int64)
 
@@ -158,6 +200,11 @@ def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
     found = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(found, np.asarray(call_of, dtype=np.int64), np.asarray(orders, dtype=np.int64))
     return found.tolist()
+
+
+def _texts_at(values: list, positions: list[int]) -> list[str]:
+    """``[_text(values[i]) for i in positions]``, one call less per value."""
+    return [v if type(v) is str else _text(v) for v in map(values.__getitem__, positions)]
 
 
 def _text(value) -> str:

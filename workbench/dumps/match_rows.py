@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .match_calls import STATS, Call, Rows, combine, known
+from .rows import repeated
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
                "source")
@@ -22,7 +23,7 @@ class PairBuilder:
         self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
-        self._reasons: dict[tuple[str, int], str] = {}
+        self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
         self._texts: dict[str, str] = {}
 
     def rows(self, side: str) -> Rows:
@@ -77,37 +78,38 @@ class PairBuilder:
                 **{f"a_{k}": v for k, v in side_a.items()}, **{f"b_{k}": v for k, v in side_b.items()}}
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
-        if (side, index) not in self._reasons:
-            self._reasons[(side, index)] = self._texts.setdefault(reason, reason)   # one object per text
+        if index not in self._reasons[side]:
+            self._reasons[side][index] = self._texts.setdefault(reason, reason)   # one object per text
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
+        """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
+        reason = self._texts.setdefault(reason, reason)
+        keep = self._reasons[side].setdefault
         for index in call.rows:
-            self.unmatched_row(side, index, reason)
+            keep(index, reason)
 
     def pairs_table(self):
         import numpy as np
 
-        plain = self._plain
-        index_a = np.asarray([a for _, a, _, _ in plain], dtype=np.int64)
-        index_b = np.asarray([b for _, _, b, _ in plain], dtype=np.int64)
-        calls = [self._calls[c] for _, _, _, c in plain]
+        plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
+        index_a, index_b = plain[:, 1], plain[:, 2]
+        calls = [self._calls[c] for c in plain[:, 3].tolist()]
         fused = self._fused_pairs() if self._fused else []
-        sequence = np.asarray([s for s, *_ in plain] + [s for s, _ in fused], dtype=np.int64)
+        sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
 
-        def column(name: str) -> list:
+        def column(name: str):
             values = self._plain_column(name, index_a, index_b, calls)
             if order is None:
                 return values
-            values = values + [pair[name] for _, pair in fused]
-            return [values[i] for i in order.tolist()]
+            return _joined([values, [pair[name] for _, pair in fused]])[order]
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
     def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
         """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
         if name in ("rank", "step", "order", "pass", "io", "slot"):
-            return self.rows_a.take(name, index_a)
+            return self.rows_a.take_objects(name, index_a)
         if name in ("level", "logical_module", "call_a", "call_b"):
             at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
             return [call[at] for call in calls]
@@ -117,26 +119,26 @@ class PairBuilder:
             return [_layer(call[4], own) for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)]
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
-        return rows.take(field, positions) if field in rows.columns else [None] * len(calls)
+        return rows.take_objects(field, positions) if field in rows.columns else [None] * len(calls)
 
     def unmatched_table(self):
         import numpy as np
 
-        found = {side: [(index, reason) for (side_, index), reason in self._reasons.items() if side_ == side]
-                 for side in ("A", "B")}
-        positions = {side: np.asarray([index for index, _ in items], dtype=np.int64) for side, items in found.items()}
+        found = self._reasons                      # side -> {row position: reason}, in the order recorded
+        positions = {side: np.fromiter(items, np.int64, len(items)) for side, items in found.items()}
 
-        def column(name: str) -> list:
-            values: list = []
+        def column(name: str):
+            parts: list = []
             for side, items in found.items():
                 rows = self.rows(side)
                 if name == "side":
-                    values += [side] * len(items)
+                    parts.append(repeated(side, len(items)))
                 elif name == "reason":
-                    values += [reason for _, reason in items]
+                    parts.append(list(items.values()))
                 else:
-                    values += rows.take(name, positions[side]) if name in rows.columns else [None] * len(items)
-            return values
+                    parts.append(rows.take_objects(name, positions[side]) if name in rows.columns
+                                 else [None] * len(items))
+            return _joined(parts)
 
         return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
                       ("side", "step", "rank", "order"))
@@ -155,13 +157,59 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
 
     if not size:
         return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
-    order = pd.DataFrame({key: pd.Series(column(key)) for key in keys}).sort_values(
+    order = pd.DataFrame({key: pd.Series(_listed(column(key))) for key in keys}).sort_values(
         list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
-        values = column(name)
-        frame[name] = pd.Series([values[i] for i in order.tolist()], index=frame.index)
+        frame[name] = _series(column(name), order, frame.index)
     return frame
+
+
+def _series(values, order, index):
+    """``pd.Series([values[i] for i in order])`` of a list or an object array: a list's own inference; text (str
+    and None only, which a list leaves as objects) goes in as the object array itself, without that pass."""
+    import pandas as pd
+
+    array = (values if _plain(values) else _object_array(values))[order]
+    if _plain(array):
+        return pd.Series(array, index=index)          # an int64/float64/bool column: a list of its values infers it
+    items = array.tolist()
+    if set(map(type, items)) <= {str, type(None)}:
+        return pd.Series(array, index=index)
+    return pd.Series(items, index=index)
+
+
+def _listed(values):
+    return values if _plain(values) else values.tolist() if hasattr(values, "tolist") else values
+
+
+def _plain(values) -> bool:
+    """An int64, float64 or bool array (what a list of its values would infer)."""
+    import numpy as np
+
+    return isinstance(values, np.ndarray) and values.dtype in (np.int64, np.float64, np.bool_)
+
+
+def _joined(parts: list):
+    """Lists and arrays, one after the other, as one array: of their dtype when all are one such array dtype,
+    else of objects."""
+    import numpy as np
+
+    if parts and all(_plain(part) and part.dtype == parts[0].dtype for part in parts):
+        return np.concatenate(parts)
+    return np.concatenate([_object_array(part) for part in parts]) if parts else np.empty(0, dtype=object)
+
+
+def _object_array(values):
+    """An object array of ``values`` (itself when it is one), as pandas makes one of a list (nested sequences
+    stay objects)."""
+    import numpy as np
+
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
 
 
 def _side(row: dict) -> dict:

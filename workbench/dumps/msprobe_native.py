@@ -187,8 +187,17 @@ def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
 def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
     ``.{argument name}`` for a mapping's member."""
+    import numpy as np
+
     labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
+    index = rows[:, INDEX]
+    if len(rows) and (rows[:, SUB_LEN] < 0).all() and (rows[:, INNER] < 0).all() and index.min() >= 0:
+        middles = np.array([[f".{label}." for label in labels[p]] for p in ("forward", "backward")], dtype=object)
+        tails = np.array([str(i) for i in range(int(index.max()) + 1)], dtype=object)
+        entry = rows[:, ENTRY]                  # every row a plain position: the strings joined by numpy, per row
+        return (np.asarray(names, dtype=object)[entry] + middles[backward[entry].astype(np.int64), rows[:, KEY]]
+                + tails[index]).tolist()
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]

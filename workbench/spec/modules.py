@@ -166,13 +166,23 @@ def is_stacked(module: ModuleTemplate) -> bool:
     return any(v not in module.template.variables for text, _ in module.logical for v in Template.parse(text).variables)
 
 
-def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None) -> ModuleRef:
+def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None,
+             memo: dict | None = None) -> ModuleRef:
+    """``memo`` (one resolver's, for one arch and params): what depends on the template alone, kept per template
+    (a dump's paths are thousands of layers of a few dozen templates)."""
+    memo = {} if memo is None else memo
     layer = _layer_of(arch, env)
     if module.leaf:
         names = list(dict.fromkeys(name for text, _ in module.logical for name in _expand(arch, text, env, params)))
-        kind = "stacked" if is_stacked(module) else ("fused" if len(names) > 1 else "same")
+        stacked = memo.get(("stacked", module))
+        if stacked is None:
+            stacked = memo[("stacked", module)] = is_stacked(module)
+        kind = "stacked" if stacked else ("fused" if len(names) > 1 else "same")
         return ModuleRef(tuple(names), layer, kind)
-    groups = group_templates(arch, module, layer, params)
+    key = ("groups", module, layer if params is not None else None)      # without params no layer set is chosen
+    groups = memo.get(key)
+    if groups is None:
+        groups = memo[key] = group_templates(arch, module, layer, params)
     if not groups:
         return ModuleRef((), layer, "root")
     return ModuleRef(tuple(text.format_map(env) for text in groups), layer, "group")
@@ -185,13 +195,14 @@ def module_resolver(arch: ArchSpec | str, fmt: str,
         from .loader import load_arch
         arch = load_arch(arch)
     index = _cached(arch, fmt)[2]
+    memo: dict = {}
 
     @lru_cache(maxsize=65536)
     def resolve(path: str) -> ModuleRef | None:
         for module in index.get(skeleton_of(path), ()):
             env = module.template.match(path)
             if env is not None:
-                return _resolve(arch, module, env, params)
+                return _resolve(arch, module, env, params, memo)
         return None
 
     return resolve
@@ -209,15 +220,25 @@ def module_fits(paths: Iterable[str], archs: Iterable[str] | None = None) -> lis
     """How many of the paths each format of each architecture resolves (templates matched, nothing built)."""
     from .loader import available_archs, load_arch
 
+    import numpy as np
+
+    from .module_keys import literal_runs, match_keys
+
     paths = list(dict.fromkeys(paths))
+    found = [(arch_name, fmt, _cached(arch, fmt)[2]) for arch_name in (archs if archs is not None else available_archs())
+             for arch in (load_arch(arch_name),) for fmt in arch.formats]
+    literals = literal_runs(module.template.text for *_, index in found for group in index.values() for module in group)
+    keys = match_keys(paths, literals)            # paths every template matches alike share a key: tried once
+    distinct = list(dict.fromkeys(keys))
+    number = {key: n for n, key in enumerate(distinct)}
+    key_of = np.fromiter((number[key] for key in keys), np.int64, len(keys))
+    texts = np.array(paths, dtype=object)
     fits = []
-    for arch_name in (archs if archs is not None else available_archs()):
-        arch = load_arch(arch_name)
-        for fmt in arch.formats:
-            index = _cached(arch, fmt)[2]
-            unmatched = tuple(path for path in paths if not any(
-                module.template.match(path) is not None for module in index.get(skeleton_of(path), ())))
-            fits.append(ModuleFit(arch_name, fmt, len(paths) - len(unmatched), unmatched))
+    for arch_name, fmt, index in found:
+        missed = [n for n, key in enumerate(distinct) if not any(
+            module.template.match(key) is not None for module in index.get(skeleton_of(key), ()))]
+        unmatched = tuple(texts[np.isin(key_of, missed)].tolist()) if missed else ()
+        fits.append(ModuleFit(arch_name, fmt, len(paths) - len(unmatched), unmatched))
     return fits
 
 

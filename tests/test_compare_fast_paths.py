@@ -1,0 +1,77 @@
+"""The fast paths of matching give what the straightforward ones give: call stems by search against the
+anchored regex on fuzzed names, the pair/unmatched columns made from object arrays against the list a dict per
+row would give, and the alignment features from per-row columns against reading each row."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.dumps.match import _feature
+from workbench.dumps.match_align import Feature
+from workbench.dumps.match_calls import Rows, _stem_of, call_stem, calls_of, known
+from workbench.dumps.match_ops import load_operators
+from workbench.dumps.match_rows import _joined, _series
+from workbench.dumps.schema import as_table
+
+TOKENS = [".", "input", "output", "parameters", "parameters_grad", "0", "12", "\n", "x", "_", ".input", ".output.",
+          ".parameters_grad.", "٣", "", "forward", "Module.", "Functional.linear"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_call_stems_by_search_equal_the_anchored_regex(seed):
+    rng = random.Random(seed)
+    names = ["".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 9))) for _ in range(50_000)]
+    names += ["Functional.linear.0.forward.output.0", "Module.a.parameters_grad.3.x", "a\n.input.0", "x.input",
+              "Module.m.Linear.parameters_grad", ".input.0", "a.parameters_grad.12b.c", "a.parameters_grad.7"]
+    assert [_stem_of(name) for name in names] == [call_stem(name) for name in names]
+
+
+@pytest.mark.parametrize("values", [
+    ["a", None, "b"], [None, None], [1, 2, 3], [1, None, 3], [1.5, math.nan, None], [True, False],
+    ["a", 1, None], [(1, 2), [3, 4], None], [pd.NA, "x", None], []])
+def test_table_columns_keep_the_inference_of_a_list(values):
+    order = np.arange(len(values))[::-1].copy()
+    index = pd.RangeIndex(len(values))
+    expected = pd.Series([values[i] for i in order.tolist()], index=index)
+    half = len(values) // 2
+    for given in (list(values), _joined([values[:half], _joined([values[half:]])])):    # a list, an object array
+        found = _series(given, order, index)
+        assert found.dtype == expected.dtype
+        assert found.tolist() == expected.tolist() or (found.isna() == expected.isna()).all()
+
+
+def _plain_feature(rows: Rows, call, ops) -> Feature:
+    """What the features were before the per-row columns: each row read and checked where it is used."""
+    numel = rows["numel"]
+    numels = tuple(int(numel[i]) if known(numel[i]) else -1 for io in ("input", "output") for i in call.by_io.get(io, ()))
+    outputs = call.by_io.get("output")
+    level = rows["l2norm"][min(outputs)] if outputs else None
+    return Feature(ops.op_class(call.op), call.pass_, numels, float(level) if known(level) else float("nan"))
+
+
+def test_features_from_row_columns_equal_reading_each_row():
+    rng = random.Random(3)
+    rows = []
+    for call in range(400):
+        op = rng.choice(["linear", "matmul", "softmax", "add"])
+        for io in rng.sample(["input", "output", "parameter"], rng.randint(1, 3)):
+            for slot in range(rng.randint(1, 3)):
+                rows.append({"side": "A", "rank": 0, "step": 0, "module_path": "",
+                             "name": f"Functional.{op}.{call}.forward.{io.replace('parameter', 'parameters')}.{slot}",
+                             "op": op,
+                             "pass": "forward", "io": io, "slot": slot, "order": len(rows),
+                             "numel": rng.choice([None, 4, 8, 4096]),
+                             "l2norm": rng.choice([None, math.nan, math.inf, 1.5, 0.0])})
+    table = as_table(rows)
+    ops = load_operators()
+    found = Rows(table)
+    calls = calls_of(found)
+    assert len(calls) == 400
+    plain = [_plain_feature(found, call, ops) for call in calls]
+    fast = [_feature(found, call, ops) for call in calls]
+    assert [f.key for f in fast] == [f.key for f in plain]
+    assert [repr(f.level) for f in fast] == [repr(f.level) for f in plain]

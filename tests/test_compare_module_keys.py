@@ -1,0 +1,93 @@
+"""Module-format detection tries one match key per group of paths (workbench/spec/module_keys.py): the fits it
+finds (matched counts and the unmatched paths, in order) equal trying every path against every template, on
+paths made from every architecture's own templates with indices that are plain, literal-looking (``1``, ``2``:
+``linear_fc1`` spells them), zero-padded, huge or non-ASCII, and on paths with a literal's digits changed. A
+resolver's per-template memo resolves those paths as resolving each alone does."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from workbench.spec.loader import available_archs, load_arch
+from workbench.spec.model_params import ModelParams
+from workbench.spec.module_keys import literal_runs, match_keys, stand_in
+from workbench.spec.modules import _cached, _resolve, detect_module_format, module_fits, module_resolver, module_templates
+from workbench.spec.templates import skeleton_of
+
+INDICES = ["0", "1", "2", "3", "4", "7", "10", "12", "31", "100", "01", "00", "007", "99999999999999999999", "٣", "1٣"]
+
+
+def _reference_fits(paths: list[str], archs) -> list[tuple]:
+    """The plain way: every distinct path against the templates of its skeleton, in every format."""
+    paths = list(dict.fromkeys(paths))
+    found = []
+    for arch_name in archs:
+        arch = load_arch(arch_name)
+        for fmt in arch.formats:
+            index = _cached(arch, fmt)[2]
+            unmatched = tuple(p for p in paths if not any(m.template.match(p) is not None
+                                                          for m in index.get(skeleton_of(p), ())))
+            found.append((arch_name, fmt, len(paths) - len(unmatched), unmatched))
+    return found
+
+
+def _paths(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = [m.template.text for arch_name in available_archs() for arch in (load_arch(arch_name),)
+             for fmt in arch.formats for m in module_templates(arch, fmt)]
+    paths = []
+    for _ in range(count):
+        text = rng.choice(texts)
+        path = text.replace("{i}", rng.choice(INDICES)).replace("{e}", rng.choice(INDICES))
+        if rng.random() < 0.2:                    # a literal's digits changed: linear_fc1 -> linear_fc12, fc01, fc٣
+            path = path.replace("1", rng.choice(["12", "01", "2", "٣", ""]), 1)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fits_equal_every_path_against_every_template(seed):
+    paths = _paths(seed, 1500)
+    archs = available_archs()
+    fits = [(f.arch, f.format, f.matched, f.unmatched) for f in module_fits(paths, archs)]
+    assert fits == _reference_fits(paths, archs)
+    assert any(f[2] for f in fits) and any(f[3] for f in fits)         # both outcomes were exercised
+
+
+def test_detection_on_many_layers_resolves_like_one_layer():
+    megatron = [f"decoder.layers.{n}.self_attention.linear_qkv" for n in range(3000)] + \
+               [f"decoder.layers.{n}.mlp.linear_fc1" for n in range(3000)]
+    assert detect_module_format(megatron, ["llama"]) == ("llama", "megatron")
+    odd = ["decoder.layers.05.mlp.linear_fc1", "decoder.layers.5.mlp.linear_fc12", "decoder.layers.5.mlp.linear_fc1"]
+    fits = {(f.arch, f.format): f for f in module_fits(odd, ["llama"])}
+    assert fits["llama", "megatron"].unmatched == tuple(odd[:2])          # padded index, changed literal: no match
+    assert [(f.arch, f.format, f.matched, f.unmatched) for f in fits.values()] == _reference_fits(odd, ["llama"])
+
+
+def test_keys_keep_literal_runs_and_zero_padding():
+    literals = literal_runs(["decoder.layers.{i}.mlp.linear_fc1", "model.layers.{i}.feed_forward.w2"])
+    assert literals == {"1", "2"} and stand_in(literals) == "3"
+    assert match_keys(["decoder.layers.17.mlp.linear_fc1", "decoder.layers.2.mlp.linear_fc12",
+                       "decoder.layers.007.x", "layers.٣"], literals) == \
+        ["decoder.layers.3.mlp.linear_fc1", "decoder.layers.2.mlp.linear_fc3", "decoder.layers.007.x", "layers.٣"]
+
+
+@pytest.mark.parametrize("params", [None, ModelParams(num_layers=6, num_experts=4, first_dense_layers=1),
+                                    ModelParams(num_layers=8, num_experts=3, moe_layer_freq=2)])
+def test_resolver_memo_per_template_equals_resolving_each_path_alone(params):
+    """A resolver keeps what depends on the template alone (stacked or not, a parent's groups when no layer set is
+    chosen): every path of every format resolves as the plain per-path resolution does, layer sets included."""
+    paths = [p for p in _paths(7, 3000) if p.isascii()]
+    kinds = set()
+    for arch_name in available_archs():
+        arch = load_arch(arch_name)
+        for fmt in arch.formats:
+            index = _cached(arch, fmt)[2]
+            resolve = module_resolver(arch, fmt, params)
+            for path in paths:
+                plain = next((_resolve(arch, m, env, params) for m in index.get(skeleton_of(path), ())
+                              for env in (m.template.match(path),) if env is not None), None)
+                assert resolve(path) == plain, (arch_name, fmt, path)
+                kinds.add(plain.kind if plain is not None else None)
+    assert kinds >= {"same", "fused", "stacked", "group", "root", None}

@@ -1,0 +1,41 @@
+"""Match keys: one stand-in per group of module paths that every name template matches alike.
+
+A template matches a name exactly when their skeletons (the text without digits) agree and each digit run
+of the name equals the template's literal run at that place (``linear_fc1``'s ``1``) or is an index
+(``0`` or no leading zero) where the template has a placeholder: a placeholder never touches a digit
+(:meth:`.templates.Template._parse`), so every run is whole on both sides. Two names that differ only in
+index runs which no template spells literally therefore match the same templates. The key of a name
+replaces each such run by one index that no template spells; runs a template spells and runs with a
+leading zero stay. Detecting a dump's module format then tries each key once (a 200k-row dump has tens
+of thousands of paths, one per layer, and a few dozen keys) instead of every path.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+_DIGITS = re.compile(r"[0-9]+")             # ASCII, as templates and skeletons read digits
+
+
+def literal_runs(template_texts: Iterable[str]) -> frozenset[str]:
+    """The digit runs spelled in the templates' text (placeholders ``{i}`` hold none)."""
+    return frozenset(run for text in template_texts for run in _DIGITS.findall(text))
+
+
+def stand_in(literals: frozenset[str]) -> str:
+    """An index that no template spells."""
+    number = 1
+    while str(number) in literals:
+        number += 1
+    return str(number)
+
+
+def match_keys(paths: list[str], literals: frozenset[str]) -> list[str]:
+    """Each path's key: its index runs that no template spells replaced by one stand-in index."""
+    index = stand_in(literals)
+
+    def replace(found: re.Match) -> str:
+        run = found.group()
+        return run if run in literals or (run[0] == "0" and len(run) > 1) else index
+
+    return [_DIGITS.sub(replace, path) for path in paths]
