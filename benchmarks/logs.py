@@ -12,6 +12,8 @@ from RUSAGE_CHILDREN), which other processes on a shared machine disturb far les
 memory Python and numpy allocate while reading (tracemalloc, one more untimed run) against the file's
 size; and the peak RSS of the process (ru_maxrss).
 
+With ``--scan-alone N``, the compiled Megatron scan on its own (each call the best of N, CPU time,
+buffer and arrays already faulted in): the C code's own cost, apart from page faults and the load.
 With ``--phases``, one more read of each file with the time of its phases inside ``read_log`` (reading
 chunks, the compiled scan, lines read in Python, building the tables) and its page faults.
 With ``--floors``, also what the unavoidable pieces of any Python/numpy reader cost on the Megatron
@@ -25,6 +27,7 @@ Python/numpy path instead.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import resource
 import statistics
 import subprocess
@@ -38,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.logs import read_log  # noqa: E402
+from workbench.logs.logscan import CODES  # noqa: E402
 from workbench.reference.mindformers_log import (format_local_norm_message, format_loss_message,  # noqa: E402
                                                  format_progress_message, line_prefix)
 
@@ -203,6 +207,47 @@ def phases(path: Path) -> str:
             f"(page faults {after.ru_minflt - before.ru_minflt}, system {1e3 * (after.ru_stime - before.ru_stime):.0f})")
 
 
+def scan_alone(path: Path, repeats: int) -> str:
+    """The compiled Megatron scan alone: each call of ``logscan_megatron`` made by one ``read_log`` is
+    repeated ``repeats`` times from the same state (the struct and the code counts restored), the best
+    CPU time (this thread's: another job's time on the core is not counted) of each summed; its buffer
+    and row arrays are already faulted in from the repeats before."""
+    from workbench.logs import megatron_native
+    from workbench.logs.logscan import library
+
+    lib, best = library(), []
+    if lib is None:
+        return "scan alone: the library is not built"
+
+    class Repeated:
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def logscan_megatron(self, pointer, address, size):
+            state = pointer._obj
+            saved = ctypes.string_at(ctypes.addressof(state), ctypes.sizeof(state))
+            counts_at = ctypes.cast(state.code_rows, ctypes.c_void_p).value
+            counts = ctypes.string_at(counts_at, CODES * 8)
+            times = []
+            for _ in range(repeats):
+                ctypes.memmove(ctypes.addressof(state), saved, len(saved))
+                ctypes.memmove(counts_at, counts, len(counts))
+                start = time.thread_time()
+                status = lib.logscan_megatron(pointer, address, size)
+                times.append(time.thread_time() - start)
+            best.append(min(times))
+            return status
+
+    original = megatron_native.library
+    megatron_native.library = Repeated
+    try:
+        rows = len(read_log(path).series)
+    finally:
+        megatron_native.library = original
+    return (f"scan alone of {path.name}: {sum(best) * 1e3:.1f} ms CPU (best of {repeats} per call, {len(best)} "
+            f"calls), {sum(best) / max(rows, 1) * 1e9:.1f} ns a field ({rows} fields)")
+
+
 def scanner() -> str:
     from workbench.logs.logscan import library
 
@@ -218,6 +263,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--floors", action="store_true", help="also time the pieces every reader pays")
     parser.add_argument("--phases", action="store_true", help="also time the phases inside read_log (one run each)")
+    parser.add_argument("--scan-alone", type=int, default=0, metavar="N",
+                        help="also time the compiled Megatron scan alone, each call the best of N (pre-faulted)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
@@ -226,6 +273,7 @@ def main(argv=None) -> int:
         rows = [compare(megatron, "iteration", args.repeats), compare(mindformers, "Epoch:[", args.repeats)]
         said = floors(megatron, args.repeats) if args.floors else []
         said += [phases(megatron), phases(mindformers)] if args.phases else []
+        said += [scan_alone(megatron, args.scan_alone)] if args.scan_alone > 0 else []
     for row in rows:
         verdict = "meets" if row["ratio"] >= TARGET else "below"
         print(f"{row['file']:16s} {row['MB']:8.1f} MB  grep -c {row['grep MB/s']:8.1f} MB/s  read_log "

@@ -225,6 +225,32 @@ def test_hostile_lines_read_the_same(tmp_path, monkeypatch):
     assert bits(lm[len(base[:10]) + 7]) == bits(-0.0)
 
 
+TEMPLATE_VALUES = [b"1.5x", b"1e", b"1e+", b"nan", b"nanx", b"-nan", b"NaN", b"1..5", b"", b"+1", b"-0", b"1 2", b"0x10",
+                   b"1_0", b"9007199254740993", b"1e999", b"1.", b".5", b"\x00", b"1|2", b"1:2", b"inf", b"12345678901234567890"]
+
+
+def test_lines_shaped_as_the_last_one_read_the_same(tmp_path, monkeypatch):
+    """C takes a line whose text between its numbers is the last taken line's without matching its
+    keys again: every line below follows an intact one and differs from it in one value (a token that
+    is or is not a number) or in one byte between the values; each reads as the exact parser reads it."""
+    line = (b"[default0]: iteration        7/     100 | consumed samples:          512 | lm loss: 1.000126E+01 | "
+            b"loss scale: 1.0 | grad norm: 2.000 | num zeros: 0 | params norm: 123.456 |")
+    values = [b"512", b"1.000126E+01", b"1.0", b"2.000", b"0", b"123.456"]
+    out = [line]
+    for value in values:
+        for token in TEMPLATE_VALUES:
+            out += [line.replace(b": " + value + b" ", b": " + token + b" ", 1), line]
+        out += [line.replace(b":" + b" " * 10 + value, b":" + b" " * 9 + value, 1), line]
+    for at in range(len(line.split(b"|", 1)[0]) + 1, len(line)):           # one byte between the values
+        if line[at:at + 1] not in b"0123456789.E+":
+            for byte in (b" ", b"\t", b"|", b":", b"x"):
+                out += [line[:at] + byte + line[at + 1:], line]
+    out += [line + b" x", line, line[:-1], line, line + b" |", line, line + b"  \t", line]
+    path = tmp_path / "shaped.log"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    three_ways(monkeypatch, path, "megatron")
+
+
 def test_hostile_blocks_read_the_same(tmp_path, monkeypatch):
     prefix = line_prefix()
     block = (prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)).split("\n")

@@ -82,7 +82,7 @@ INLINE const unsigned char *skip_blanks(const unsigned char *p, const unsigned c
 }
 
 /* [s, s + n) equals key (n bytes), compared a word at a time. */
-static int same(const unsigned char *s, const unsigned char *key, int64_t n) {
+INLINE int same(const unsigned char *s, const unsigned char *key, int64_t n) {
     uint64_t x, y;
     if (n >= 8) {                                        /* words, the last one overlapping */
         for (int64_t i = 0; i + 8 <= n; i += 8) {
@@ -150,10 +150,66 @@ static void strip(const unsigned char **s, const unsigned char **e) {
 /* One line holding "iteration" (at `it`) and a '|': its rows into `rows`; the count, or -1 to hand it
    back, -2 to hand it back because it holds a key Python has not passed in yet. */
 static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
-                          double *value, const unsigned char **r);
+                          double *value, const unsigned char **r, const unsigned char **vs, const unsigned char **ve);
+
+/* What the last line taken field by field looked like, when all its fields were kept metrics: the
+   bytes between its values (from the first '|' to the first value, between two values, and from the
+   last value to the last '|'), each field's key and the keys' SEEN_* flags. A line whose text between
+   its numbers is byte for byte that text has the same fields, keys and flags (its numbers are read by
+   number_at, which stops at the blank or '|' the text goes on with, as the field-by-field path
+   does): it is taken without matching keys again. guess: each field's key in the last line, for
+   expected_field. */
+#define TEMPLATE_BYTES 4096
+typedef struct {
+    int64_t guess[MAX_FIELDS];
+    unsigned char text[TEMPLATE_BYTES];
+    int32_t start[MAX_FIELDS + 2];     /* piece i is text[start[i], start[i + 1]); piece count: the tail */
+    int32_t keys[MAX_FIELDS];
+    int count;                         /* 0: no template */
+    int64_t flags;
+} line_memo;
+
+/* The fields after the first '|' (at bar) of a line shaped as memo's template: their count, or -1. */
+static int template_fields(const line_memo *memo, const unsigned char *bar, const unsigned char *b, double *values) {
+    const unsigned char *p = bar;
+    for (int i = 0; i <= memo->count; i++) {
+        int64_t n = memo->start[i + 1] - memo->start[i];
+        if (b - p < n || !same(p, memo->text + memo->start[i], n)) return -1;
+        p += n;
+        if (i < memo->count && !number_at(p, b, &p, &values[i])) return -1;
+    }
+    for (; p < b; p++) if (!blank(*p)) return -1;          /* after the last '|': blanks only */
+    return memo->count;
+}
+
+/* The template of a line taken field by field whose `count` fields were all kept: values[i] was read
+   from [vs[i], ve[i]), the last '|' ends before `last`. */
+static void keep_template(line_memo *memo, const megatron_scan *st, const unsigned char *bar, const unsigned char *last,
+                          const unsigned char **vs, const unsigned char **ve, const int32_t *keys, int count) {
+    int32_t at = 0;
+    memo->count = 0;
+    if (count < 1) return;
+    memo->flags = 0;
+    for (int i = 0; i <= count; i++) {
+        const unsigned char *from = i == 0 ? bar : ve[i - 1], *to = i == count ? last : vs[i];
+        if (to - from > TEMPLATE_BYTES - at) return;
+        memcpy(memo->text + at, from, (size_t)(to - from));
+        memo->start[i] = at;
+        at += (int32_t)(to - from);
+        if (i < count) {
+            memo->keys[i] = keys[i];
+            memo->flags |= st->key_flags[keys[i]];
+        }
+    }
+    memo->start[count + 1] = at;
+    memo->count = count;
+}
 
 static int take_line(megatron_scan *st, const unsigned char *a, const unsigned char *b, const unsigned char *it,
-                     int32_t *keys, double *values, int64_t *guess, int64_t *iteration, int64_t *rank, int64_t *flags) {
+                     int32_t *keys, double *values, line_memo *memo, int64_t *iteration, int64_t *rank, int64_t *flags) {
+    const unsigned char *vs_of[MAX_FIELDS], *ve_of[MAX_FIELDS];
+    int64_t *guess = memo->guess;
+    int all_kept = 1;
     const unsigned char *p = it + 9;
     int64_t counter = 0;
     int n = 0, count = 0, fields = 0;
@@ -171,11 +227,16 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     *flags |= needles(a, it) | needles(p, bar);
     *iteration = counter;
     *rank = rank_of(a, it);
+    if (memo->count > 0 && template_fields(memo, bar, b, values) == memo->count) {
+        memcpy(keys, memo->keys, sizeof(int32_t) * (size_t)memo->count);
+        *flags |= memo->flags;
+        return memo->count;
+    }
     for (const unsigned char *q = bar + 1;; fields++) {
         if (fields >= MAX_FIELDS) return -1;
         const unsigned char *ks, *ke, *vs, *ve, *r;
         int64_t k = guess[fields];
-        if (expected_field(st, q, b, k, &values[count], &r)) {
+        if (expected_field(st, q, b, k, &values[count], &r, &vs_of[count], &ve_of[count])) {
             *flags |= st->key_flags[k];
             keys[count++] = (int32_t)k;
             q = r + 1;
@@ -183,7 +244,9 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         }
         r = memchr(q, '|', (size_t)(b - q));
         if (r == NULL) {                                   /* after the last '|': blanks only */
+            const unsigned char *last = q;
             for (; q < b; q++) if (!blank(*q)) return -1;
+            if (all_kept && fields == count) keep_template(memo, st, bar, last, vs_of, ve_of, keys, count);
             break;
         }
         const unsigned char *colon = memchr(q, ':', (size_t)(r - q));
@@ -191,6 +254,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         strip(&ks, &ke);
         strip(&vs, &ve);
         if (colon == NULL || ks == ke || vs == ve) {       /* the Python parser skips it */
+            all_kept = 0;
             *flags |= needles(q, r);
             q = r + 1;
             continue;
@@ -202,9 +266,12 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         if (kind == KIND_SLOW || kind >= st->code_cap) return -1;
         *flags |= st->key_flags[k];
         if (kind == KIND_DROP) {
+            all_kept = 0;
             *flags |= needles(vs, ve);
         } else {
             if (!number(vs, ve, &values[count])) return -1;
+            vs_of[count] = vs;
+            ve_of[count] = ve;
             keys[count++] = (int32_t)k;
         }
         q = r + 1;
@@ -215,7 +282,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
 /* The field at q when it holds key k (the same field of the line above, a metric's) and a plain
    number: its value and its closing '|' (*r); 0 otherwise (the general path decides). */
 static int expected_field(const megatron_scan *st, const unsigned char *q, const unsigned char *b, int64_t k,
-                          double *value, const unsigned char **r) {
+                          double *value, const unsigned char **r, const unsigned char **vs, const unsigned char **ve) {
     if (k < 0 || st->key_kind[k] < 0 || st->key_kind[k] >= st->code_cap) return 0;
     const unsigned char *key = st->keys + st->key_start[k];
     int64_t n = st->key_start[k + 1] - st->key_start[k];
@@ -224,7 +291,9 @@ static int expected_field(const megatron_scan *st, const unsigned char *q, const
     p = skip_blanks(p + n, b);
     if (p >= b || *p != ':') return 0;
     p = skip_blanks(p + 1, b);
+    *vs = p;
     if (!number_at(p, b, &p, value)) return 0;
+    *ve = p;
     p = skip_blanks(p, b);
     if (p >= b || *p != '|') return 0;
     *r = p;
@@ -283,9 +352,10 @@ static void store_rows(megatron_scan *st, const int32_t *keys, const int32_t *pe
 static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len, int64_t *counts) {
     int32_t keys[MAX_FIELDS], last_keys[MAX_FIELDS], perm[MAX_FIELDS];
     double values[MAX_FIELDS];
-    int64_t guess[MAX_FIELDS];
+    line_memo memo;
     int last_count = -1;
-    for (int i = 0; i < MAX_FIELDS; i++) guess[i] = -1;
+    memo.count = 0;
+    for (int i = 0; i < MAX_FIELDS; i++) memo.guess[i] = -1;
     while (!st->done) {
         const unsigned char *a = data + st->pos;
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
@@ -296,7 +366,7 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
             st->flags |= needles(a, b);
         } else {
             int64_t iteration = 0, rank = -1, flags = 0;
-            int count = take_line(st, a, b, it, keys, values, guess, &iteration, &rank, &flags);
+            int count = take_line(st, a, b, it, keys, values, &memo, &iteration, &rank, &flags);
             if (count < 0) {
                 if (!hand_back(st, a - data, b - data)) return 1;
                 st->flags |= needles(a, b);
