@@ -2,11 +2,11 @@
 land separately; this keeps the tests on the schema contract only)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
+from benchmark_modules import load_benchmark
 from workbench.dumps.schema import as_table
 
 DTYPES = {"Float32": "float32", "torch.float32": "float32", "BFloat16": "bfloat16", "torch.bfloat16": "bfloat16",
@@ -51,9 +51,5 @@ def msprobe_table(folder: Path, side: str):
 
 
 def benchmark_module():
-    """benchmarks/compare.py (its ``write_dump`` generates msprobe dumps of any size), loaded by path."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
-    spec = importlib.util.spec_from_file_location("bench_compare", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/compare.py (its ``write_dump`` generates msprobe dumps of any size)."""
+    return load_benchmark("compare")

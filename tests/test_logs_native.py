@@ -23,6 +23,7 @@ from workbench.logs.mindformers import read_mindformers
 from workbench.reference.mindformers_log import format_local_norm_message, format_loss_message, line_prefix
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark_modules import load_benchmark  # noqa: E402
 from test_logs_fastpath import megatron_log, mindformers_log  # noqa: E402
 
 pytestmark = pytest.mark.skipif(library() is None or mf_library() is None, reason="the compiled log scanners are not built "
@@ -80,13 +81,7 @@ def test_every_field_form_at_every_chunk_size(tmp_path, monkeypatch, newline, fi
 
 
 def test_the_benchmark_logs_read_the_same(tmp_path, monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
-                                                  "benchmarks" / "logs.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
-
+    benchmark = load_benchmark("logs")
     benchmark.write_megatron(tmp_path / "megatron.log", 3000)
     benchmark.write_mindformers(tmp_path / "mindformers.log", 6, 1000)
     monkeypatch.setattr(lines, "CHUNK", 100_000)
@@ -363,28 +358,28 @@ def test_a_step_past_int64_is_one_error(tmp_path, monkeypatch):
         read_mindformers(path, load_formats()["mindformers"])
 
 
-def test_step_and_progress_lines_never_reach_python(tmp_path, monkeypatch):
-    """A spy on the per-line parser (the real one runs): C reads every step, progress, norm_size and
-    local_norm line but the first norm_size line and the first step line (which teach it the keys)."""
+@pytest.fixture
+def python_lines(monkeypatch) -> list[int]:
+    """The line numbers the MindFormers per-line parser reads (a spy: the real parser runs)."""
     import workbench.logs.mindformers as mindformers
 
-    calls = []
+    calls: list[int] = []
     per_line = mindformers._line
 
     def counted(state, raw, number):
         calls.append(number)
         return per_line(state, raw, number)
     monkeypatch.setattr(mindformers, "_line", counted)
-    import importlib.util
+    return calls
 
-    spec = importlib.util.spec_from_file_location("benchmark_logs", Path(__file__).resolve().parents[1] /
-                                                  "benchmarks" / "logs.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
-    benchmark.write_mindformers(tmp_path / "mf.log", 20, 1000)
+
+def test_step_and_progress_lines_never_reach_python(tmp_path, python_lines):
+    """C reads every step, progress, norm_size and local_norm line but the first norm_size line and the
+    first step line (which teach it the keys)."""
+    load_benchmark("logs").write_mindformers(tmp_path / "mf.log", 20, 1000)
     got = read_mindformers(tmp_path / "mf.log", load_formats()["mindformers"])
     assert len(got.local_norms) == 20_000 and len(got.series) == 20 * 6
-    assert len(calls) <= 4, calls
+    assert len(python_lines) <= 4, python_lines
 
 
 def test_a_library_is_stale_when_a_header_it_includes_changes(tmp_path):
@@ -408,24 +403,15 @@ def test_a_library_is_stale_when_a_header_it_includes_changes(tmp_path):
     load.cache_clear()
 
 
-def test_non_sink_step_lines_never_reach_python(tmp_path, monkeypatch):
+def test_non_sink_step_lines_never_reach_python(tmp_path, monkeypatch, python_lines):
     """``loss:[current/mean]`` (non-sink mode) is read by C, and the note it calls for is made."""
-    import workbench.logs.mindformers as mindformers
-
-    calls = []
-    per_line = mindformers._line
-
-    def counted(state, raw, number):
-        calls.append(number)
-        return per_line(state, raw, number)
-    monkeypatch.setattr(mindformers, "_line", counted)
     prefix = line_prefix()
     path = tmp_path / "nonsink.log"
     path.write_text("\n".join(prefix + f"{{ Epoch:[  1/  1], step:[{step:5d}/  200], loss:[{5 - step / 100:.6f}/"
                               f"{5 - step / 200:.6f}], per_step_time: 1000ms, lr: 1e-05, overflow cond: False, "
                               "loss_scale: 1.0, global_norm: [1.5]" for step in range(1, 201)) + "\n")
     got = read_mindformers(path, load_formats()["mindformers"])
-    assert len(got.series) == 200 * 6 and len(calls) <= 1 and any("non-sink" in note for note in got.notes)
+    assert len(got.series) == 200 * 6 and len(python_lines) <= 1 and any("non-sink" in note for note in got.notes)
     assert got.metric("loss").iloc[-1] == 3.0
-    calls.clear()
+    python_lines.clear()
     three_ways(monkeypatch, path, "mindformers")
