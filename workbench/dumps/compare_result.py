@@ -5,7 +5,6 @@ operator tree (collapsible in HTML)."""
 from __future__ import annotations
 
 from ..report.result import Result
-from .csv_text import frame_csv
 from .hierarchy import build_tree, flat
 from .verdict_first import first_divergence, suspects
 
@@ -41,7 +40,6 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
                                       "unmatched": ("side", "name", "reason"),
                                       "suspects": ("call_a", "call_b", "amplification"), "hierarchy": ()})
     result.renderers["html"] = lambda r: _html(r, tree)
-    result.renderers["csv"] = lambda r: frame_csv(r.main_table)
     return result
 
 

@@ -44,7 +44,8 @@ def render(result: Result, output_format: str) -> str | bytes:
     if output_format == "json":
         return json.dumps(result.to_dict(), indent=2, default=str) + "\n"
     if output_format == "csv":
-        return result.main_table.to_csv(index=False)
+        from .csv_text import frame_csv
+        return frame_csv(result.main_table)
     if output_format == "md":
         from .markdown import to_markdown
         return to_markdown(result)

@@ -1,7 +1,8 @@
-"""The comparison's CSV: the text ``DataFrame.to_csv(index=False)`` writes, built column by column.
+"""A report's CSV: the text ``DataFrame.to_csv(index=False)`` writes, built column by column (every ``--format
+csv`` goes through :func:`frame_csv`, :mod:`workbench.report.emit`).
 
 pandas formats each column (``get_values_for_csv``) and then hands every row to the ``csv`` module's writer, which
-costs about a microsecond per field: 3.5 s for the 72k x 49 fields of 200k-row dumps. Here each column becomes its
+costs about a microsecond per field: 3.5 s for the 72k x 49 fields of a comparison of 200k-row dumps. Here each column becomes its
 cells once, with pandas' own formatting (float columns through ``astype(str)``, as pandas does; integers, booleans
 and strings as the ``csv`` writer prints them; missing values empty), and rows are joined with ``,``. Quoting stays
 the ``csv`` module's: a column whose text holds a character that module quotes has those cells quoted by the
@@ -35,7 +36,7 @@ QUOTED = _quoted_by_csv()
 
 
 def frame_csv(frame) -> str:
-    """``frame.to_csv(index=False)``, faster for the column types a comparison table has."""
+    """``frame.to_csv(index=False)``, faster for the column types report tables have (numbers, text, flags)."""
     columns = list(frame.columns)
     if os.linesep != "\n" or len(columns) < 2 or not all(type(c) is str and not _needs_quotes(c) for c in columns) or \
             not all(_supported(frame[c]) for c in columns):

@@ -1,4 +1,4 @@
-"""The comparison's CSV (workbench/dumps/csv_text.py) is the text ``DataFrame.to_csv(index=False)`` writes: for
+"""A report's CSV (workbench/report/csv_text.py) is the text ``DataFrame.to_csv(index=False)`` writes: for
 every column type a comparison has, cells that need quoting, missing values, edge floats, tables longer than one
 block, and the types it leaves to pandas; and through the real command on generated msprobe dumps."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from dump_tables import benchmark_module
 
 from workbench.cli.main import main
-from workbench.dumps import csv_text
+from workbench.report import csv_text
 from workbench.dumps.compare_run import compare_dumps
-from workbench.dumps.csv_text import frame_csv
+from workbench.report.csv_text import frame_csv
 
 
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.5, 1e-4, 9.999e-5, 1e-5, 1e15, 1e16, 9999999999999998.0, 1.2345678901234568e17,
@@ -104,3 +104,20 @@ def test_compare_csv_through_the_command_is_pandas_text(generated_dumps, tmp_pat
     expected = compare_dumps(generated_dumps / "torch", generated_dumps / "mindspore").main_table
     assert len(expected) > 100
     assert out.read_text() == expected.to_csv(index=False)
+
+
+def test_every_reports_csv_is_pandas_text():
+    """``emit``'s csv format is :func:`frame_csv` for every command: a checklist-like table (text with commas and
+    quotes, NaN, ints, bools, a nullable Int64 column left to pandas) renders as ``to_csv`` writes it."""
+    import pandas as pd
+
+    from workbench.report.emit import render
+    from workbench.report.result import Result
+
+    table = pd.DataFrame({"key": ["a,b", 'say "x"', "plain"], "value": [1.5, float("nan"), 1e-300],
+                          "count": [1, 2, 3], "ok": [True, False, True],
+                          "maybe": pd.array([1, None, 3], dtype="Int64")})
+    result = Result("checklist", "t", "PASS", tables={"main": table})
+    assert render(result, "csv") == table.to_csv(index=False)
+    assert render(Result("checklist", "t", "PASS", tables={"main": table.drop(columns="maybe")}), "csv") == \
+        table.drop(columns="maybe").to_csv(index=False)
