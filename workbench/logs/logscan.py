@@ -24,6 +24,11 @@ class Scan(ctypes.Structure):
                 ("last_candidate", ctypes.c_int64), ("flags", ctypes.c_int64), ("non_ascii", ctypes.c_int64)]
 
 
+def pointer(array, kind):
+    """A numpy array's data as the ctypes pointer ``kind`` (the array must outlive C's use of it)."""
+    return array.ctypes.data_as(kind)
+
+
 def count_lines(buffer: bytearray, size: int) -> int:
     """``buffer.count(b"\\n", 0, size)``, by the library when it is built (a memchr loop, not a byte loop)."""
     lib = library()

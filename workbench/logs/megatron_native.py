@@ -16,16 +16,13 @@ import ctypes
 import numpy as np
 
 from .lines import spans
-from .logscan import CODES, P8, P32, P64, PF, Scan, library  # noqa: F401  (library: read_megatron's)
+from .logscan import CODES, P8, P32, P64, PF, Scan, library, pointer  # noqa: F401  (library: read_megatron's)
 
 TRUSTED = 1 << 20                # bytes read before their rows say how many the whole file holds
 BACK = 4096                      # lines handed back per call at most
 KIND_DROP, KIND_SLOW = -1, -2
 SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
 
-
-def _pointer(array: np.ndarray, kind):
-    return array.ctypes.data_as(kind)
 
 
 class KeyTable:
@@ -68,8 +65,8 @@ class KeyTable:
         joined, starts, kinds, order, shifts, flags = self.arrays or (ctypes.create_string_buffer(1),
                                                                       np.zeros(1, np.int64), *[np.zeros(1, np.int32)] * 4)
         scan.keys = ctypes.cast(joined, ctypes.c_void_p)
-        scan.key_start, scan.key_kind, scan.key_order = _pointer(starts, P64), _pointer(kinds, P32), _pointer(order, P32)
-        scan.key_shift, scan.key_flags, scan.nkeys = _pointer(shifts, P32), _pointer(flags, P32), len(self.keys)
+        scan.key_start, scan.key_kind, scan.key_order = pointer(starts, P64), pointer(kinds, P32), pointer(order, P32)
+        scan.key_shift, scan.key_flags, scan.nkeys = pointer(shifts, P32), pointer(flags, P32), len(self.keys)
 
 
 class NativeRows:
@@ -84,14 +81,14 @@ class NativeRows:
         self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
         self.metrics: list[str] = []
         self.counts = np.zeros(CODES, dtype=np.int64)
-        scan.code_rows, scan.code_cap = _pointer(self.counts, P64), CODES
+        scan.code_rows, scan.code_cap = pointer(self.counts, P64), CODES
         self.grow(scan, capacity)
 
     def grow(self, scan: Scan, capacity: int) -> None:
         filled = (scan.rows,) * 5 + (scan.iterations,)
         self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
         for name, array in zip(self.NAMES, self.arrays, strict=True):
-            setattr(scan, name, _pointer(array, P8 if array.dtype == np.int8 else PF if array.dtype == np.float64
+            setattr(scan, name, pointer(array, P8 if array.dtype == np.int8 else PF if array.dtype == np.float64
                                          else P64))
         scan.rows_cap = capacity
 
@@ -106,7 +103,7 @@ def recoder(lib):
     def recode(codes: np.ndarray, remap: np.ndarray) -> np.ndarray:
         table = np.zeros(CODES, dtype=np.int8)
         table[:len(remap)] = remap[:CODES]
-        lib.logscan_recode(_pointer(codes, P8), len(codes), _pointer(table, P8))
+        lib.logscan_recode(pointer(codes, P8), len(codes), pointer(table, P8))
         return codes
     return recode
 
@@ -130,7 +127,7 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
     rows = NativeRows(state, 1024)
     named, patch, bad, cut, current = [], False, [], [], None
     back = np.empty(3 * BACK, dtype=np.int64)
-    state.back, state.back_cap = _pointer(back, P64), BACK
+    state.back, state.back_cap = pointer(back, P64), BACK
     chunk_first = [1]                                          # the number of the chunk's first line
     for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0]):
         chunk_first[0] = first

@@ -17,7 +17,7 @@ from itertools import repeat
 
 import numpy as np
 
-from .logscan import CODES, P8, P32, P64, PF
+from .logscan import CODES, P8, P32, P64, PF, pointer
 
 DONE, BACK, FULL = 0, 1, 2
 KIND_DROP, KIND_SLOW = -1, -2
@@ -41,9 +41,6 @@ class MFScan(ctypes.Structure):
                 ("first_step", ctypes.c_int64), ("pos", ctypes.c_int64), ("line_no", ctypes.c_int64),
                 ("open_block", ctypes.c_int64), ("non_sink", ctypes.c_int64)]
 
-
-def _pointer(array: np.ndarray, kind):
-    return array.ctypes.data_as(kind)
 
 
 class StepKeys:
@@ -101,10 +98,10 @@ class StepKeys:
             scan.nkeys = 0
             return
         keys, starts, kinds, losses, units, unit_starts, count = self.arrays
-        scan.keys, scan.key_start, scan.key_kind = ctypes.cast(keys, ctypes.c_void_p), _pointer(starts, P64), \
-            _pointer(kinds, P32)
-        scan.key_loss = _pointer(losses, P32)
-        scan.units, scan.unit_start, scan.nkeys = ctypes.cast(units, ctypes.c_void_p), _pointer(unit_starts, P64), count
+        scan.keys, scan.key_start, scan.key_kind = ctypes.cast(keys, ctypes.c_void_p), pointer(starts, P64), \
+            pointer(kinds, P32)
+        scan.key_loss = pointer(losses, P32)
+        scan.units, scan.unit_start, scan.nkeys = ctypes.cast(units, ctypes.c_void_p), pointer(unit_starts, P64), count
 
 
 class NativeSteps:
@@ -118,9 +115,9 @@ class NativeSteps:
         self.values = np.empty(0, np.float64)
         self.sizes: tuple = (None, b"")
         scan = self.scan
-        scan.step, scan.line, scan.code, scan.value = (_pointer(self.rows[0], P64), _pointer(self.rows[1], P64),
-                                                       _pointer(self.rows[2], P8), _pointer(self.rows[3], PF))
-        scan.block_line, scan.block_step, scan.block_at = (_pointer(array, P64) for array in self.blocks)
+        scan.step, scan.line, scan.code, scan.value = (pointer(self.rows[0], P64), pointer(self.rows[1], P64),
+                                                       pointer(self.rows[2], P8), pointer(self.rows[3], PF))
+        scan.block_line, scan.block_step, scan.block_at = (pointer(array, P64) for array in self.blocks)
         scan.rows_cap = scan.blocks_cap = ROWS
 
     @staticmethod
@@ -165,7 +162,7 @@ class NativeSteps:
     def _values(self, remaining: int, nsizes: int) -> None:
         """A fresh values array (the blocks taken so far keep views of the old one)."""
         self.values = np.empty(max(remaining // 16, 8 * nsizes, HUGE), dtype=np.float64)
-        self.scan.values, self.scan.values_cap, self.scan.values_used = _pointer(self.values, PF), len(self.values), 0
+        self.scan.values, self.scan.values_cap, self.scan.values_used = pointer(self.values, PF), len(self.values), 0
 
     def _take(self, state, store) -> None:
         from .norm_rows import NormBlock
