@@ -1,6 +1,7 @@
 """What a conversion does before its first byte is copied stays small: a rename-only conversion never
 imports numpy (its import alone costs more than a tenth of a second on the benchmark machine), the
-pickle-based readers, hashlib (it loads OpenSSL) nor the capture layouts, and the shortcuts that make
+pickle-based readers, hashlib (it loads OpenSSL), the capture layouts, the config resolver and derivations nor the
+reference configs (sizes need only keys.yaml's aliases), and the shortcuts that make
 that possible give the same answers as the numpy code they stand in for."""
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import sys
 from workbench.cli.main import main
 code = main(sys.argv[1:])
 print(code, sorted(name for name in ("numpy", "torch", "mindspore", "pickle", "zipfile", "hashlib",
-                                     "workbench.replay.layout") if name in sys.modules))
+                                     "workbench.replay.layout", "workbench.config.resolver",
+                                     "workbench.config.derive", "workbench.reference.config") if name in sys.modules))
 """
 
 

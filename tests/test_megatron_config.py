@@ -347,7 +347,7 @@ def test_log_value_source_names_the_log_line(tmp_path):
 def _yaml_cfg_key(key: str):
     """One canonical key of the real --yaml-cfg fixture (resolved lazily, key by key)."""
     from workbench.config.registry import load_registry
-    from workbench.config.resolve import Resolver
+    from workbench.config.resolver import Resolver
 
     raw = read_config(YAML_CFG, "megatron")
     assert raw.form == "yaml-cfg"

@@ -114,6 +114,36 @@ def test_a_bad_shipped_alias_stops_the_cli_with_one_line(knowledge, capsys):
     assert "Traceback" not in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("edit,needle", [
+    ("reference", "ModelConfig has no field 'hiddne'"),
+    ("derive", "unknown derivation 'no_such_formula'"),
+])
+def test_names_of_code_in_a_knowledge_folder_are_checked_where_used(knowledge, capsys, tmp_path, edit, needle):
+    """keys.yaml's names of code (a reference field, a derivation) are checked by the code that uses them, not
+    when the registry loads: a conversion reads sizes without importing the resolver or the reference configs.
+    Where they are used (the CheckList resolves both configs) a wrong name is the same one-line error, with the
+    file and line."""
+    from workbench.cli.main import main
+    from workbench.config.registry import load_registry
+    from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
+
+    text = knowledge.read_text()
+    if edit == "reference":
+        old, new = "reference: model.hidden_size", "reference: model.hiddne"
+    else:
+        old = next(line for line in text.splitlines() if line.strip().startswith("megatron: {derive: "))
+        new = old[:old.index("derive: ") + len("derive: ")] + "no_such_formula}"
+    assert old in text
+    knowledge.write_text(text.replace(old, new, 1))
+    line = next(number for number, text in enumerate(knowledge.read_text().splitlines(), 1) if new in text)
+    assert load_registry().vocabulary is not None                     # loading alone does not look at code
+    assert vocabulary.hf_to_canonical({"hidden_size": 64})["model.hidden_size"] == 64
+    assert main(["checklist", str(EXAMPLE_MEGATRON), str(EXAMPLE_MINDFORMERS)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert f"keys.yaml:{line} [keys." in err
+
+
 # ----------------------------------------------------------------------------- translations
 
 def test_reference_configs_round_trip_through_canonical_values():

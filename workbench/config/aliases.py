@@ -175,7 +175,8 @@ class Vocabulary:
 # ----------------------------------------------------------------------------- checks at load
 
 def check_aliases(registry) -> Vocabulary:
-    """Every alias names a real parameter / field, and no name belongs to two keys; the index of them all."""
+    """Every alias names a real spec parameter, and no name belongs to two keys; the index of them all (the
+    reference fields are checked by :func:`check_reference_fields`)."""
     owners: dict[tuple[str, str], str] = {}
     for key, spec in registry.keys.items():
         where = location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases")
@@ -195,10 +196,16 @@ def check_aliases(registry) -> Vocabulary:
                                  f"{owners[kind_name]}", "give each name to one canonical key")
             owners[kind_name] = key
         _check_spec(aliases.spec, where)
-        for ref in aliases.reference:
-            _check_field(ref, where)
     _check_links(registry, owners)
     return _index(registry)
+
+
+def check_reference_fields(registry) -> None:
+    """Every reference alias names a field of the reference configs: run by ``registry.checked_in_code`` where
+    the reference translations first use the registry (importing them is not needed to read sizes)."""
+    for key, spec in registry.keys.items():
+        for ref in spec.aliases.reference:
+            _check_field(ref, location(registry.path, spec.aliases.line or spec.line, f"keys.{key}.aliases"))
 
 
 def _check_spec(alias: SpecAlias | None, where: str) -> None:

@@ -1,7 +1,7 @@
 """The canonical training config: one value per canonical key, each with its provenance.
 
 Both frameworks' readers produce a :class:`RawConfig` (what the file says, with where it
-says it); :mod:`workbench.config.resolve` turns it into a :class:`TrainingConfig` using the
+says it); :mod:`workbench.config.resolver` turns it into a :class:`TrainingConfig` using the
 key registry in ``checklists/keys.yaml``. Provenance kinds:
 
 =========  ==============================================================

@@ -1,6 +1,6 @@
 """Named derivations: how each framework computes a value the config does not state.
 
-Each function takes the side's :class:`~workbench.config.resolve.Resolver` and returns
+Each function takes the side's :class:`~workbench.config.resolver.Resolver` and returns
 ``Derived(value, formula)`` or ``Unknown(settle)``. ``r.need(*keys)`` returns known inputs and
 otherwise ends the derivation as unknown, naming what would settle it. Keys name the
 functions in ``checklists/keys.yaml`` (``derive: NAME``). Facts: docs/framework-facts.md §2.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .resolve import Derived, Resolver, Unknown
+from .resolver import Derived, Resolver, Unknown
 
 DERIVATIONS: dict[str, Callable[[Resolver], Derived | Unknown]] = {}
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InputError, location
 from ..knowledge import knowledge_dir
 from ..yamlio import YamlDoc, load_yaml
-from .aliases import Aliases, check_aliases, parse_aliases
+from .aliases import Aliases, check_aliases, check_reference_fields, parse_aliases
 from .values import Bounds, parse_bounds
 
 TYPES = ("int", "float", "bool", "str", "dtype", "any")
@@ -40,6 +40,7 @@ class SideSpec:
     fixed: Any = MISSING
     why: str = ""
     flag: str = ""
+    where: str = field(default="", compare=False)     # its file:line [key], for errors found after loading
 
     def how_to_set(self, framework: str) -> str:
         """The flag or key a user edits (the ``fix`` column)."""
@@ -73,6 +74,7 @@ class Registry:
     keys: dict[str, KeySpec]
     path: Path
     vocabulary: Any = None          # the keys' aliases indexed (aliases.Vocabulary)
+    code_checked: list = field(default_factory=list, compare=False, repr=False)   # [True] once checked_in_code
 
     def __getitem__(self, key: str) -> KeySpec:
         return self.keys[key]
@@ -116,21 +118,29 @@ def _parse_side(raw: Any, doc: YamlDoc, dotted: str, framework: str) -> SideSpec
         raise InputError(where, "a fixed value needs a 'why'", "say what fixes it")
     derive = raw.get("derive")
     if derive is not None:
-        _check_derive(derive, where)
+        _check_derive_form(derive, where)
     return SideSpec(sources, raw.get("map"), derive, raw.get("default", MISSING), raw.get("fixed", MISSING),
-                    str(raw.get("why", "")), str(raw.get("flag", "")))
+                    str(raw.get("why", "")), str(raw.get("flag", "")), where)
 
 
-def _check_derive(derive: Any, where: str) -> None:
-    from . import derive as derivations  # local: derive imports nothing from here at module level
-
+def _check_derive_form(derive: Any, where: str) -> None:
+    """A derivation's form: a name (checked against the code by :func:`checked_in_code`) or ``{copy: KEY}``."""
     if isinstance(derive, dict):
         if set(derive) != {"copy"} or not isinstance(derive["copy"], str):
             raise InputError(where, f"derive mapping must be {{copy: KEY}}, found {derive!r}", "fix the entry")
         return
-    if not isinstance(derive, str) or derive not in derivations.DERIVATIONS:
-        raise InputError(where, f"unknown derivation {derive!r}",
-                         f"use one of {sorted(derivations.DERIVATIONS)} or add it to workbench/config/derive.py")
+    if not isinstance(derive, str):
+        raise InputError(where, f"unknown derivation {derive!r}", "name a derivation of workbench/config/derive.py")
+
+
+def _check_derivation_names(registry: Registry) -> None:
+    from . import derive as derivations  # local: derive imports nothing from here at module level
+
+    for spec in registry.keys.values():
+        for side in (spec.megatron, *spec.mindformers.values()):
+            if side and isinstance(side.derive, str) and side.derive not in derivations.DERIVATIONS:
+                raise InputError(side.where, f"unknown derivation {side.derive!r}",
+                                 f"use one of {sorted(derivations.DERIVATIONS)} or add it to workbench/config/derive.py")
 
 
 def _parse_key(key: str, raw: Any, doc: YamlDoc) -> KeySpec:
@@ -177,18 +187,35 @@ def _check_copies(keys: dict[str, KeySpec], doc: YamlDoc) -> None:
                                  "name a key defined in keys.yaml")
 
 
-def parse_registry(doc: YamlDoc) -> Registry:
+def parse_registry(doc: YamlDoc, *, check_code: bool = True) -> Registry:
+    """The registry of a parsed keys.yaml, every entry checked; with ``check_code=False`` the names it gives
+    of code (derivations, reference fields) are left to :func:`checked_in_code`, run by the code that uses them."""
     if not isinstance(doc.data, dict) or not isinstance(doc.data.get("keys"), dict):
         raise InputError(str(doc.path), "expected a top-level 'keys:' mapping", "see checklists/keys.yaml")
     keys = {key: _parse_key(key, raw, doc) for key, raw in doc.data["keys"].items()}
     _check_copies(keys, doc)
     registry = Registry(keys, doc.path)
-    return replace(registry, vocabulary=check_aliases(registry))
+    registry = replace(registry, vocabulary=check_aliases(registry))
+    return checked_in_code(registry) if check_code else registry
+
+
+def checked_in_code(registry: Registry) -> Registry:
+    """``registry`` once the code it names exists: every derivation is one of workbench/config/derive.py, every
+    reference alias a field of the reference configs (workbench/reference/config.py). Checked once per registry,
+    by the resolver and the reference translations: a command that reads only sizes (``workbench convert``)
+    imports neither module. A wrong name is the same one-line error, with the file and line, as at load."""
+    if not registry.code_checked:
+        _check_derivation_names(registry)
+        check_reference_fields(registry)
+        registry.code_checked.append(True)
+    return registry
 
 
 @lru_cache(maxsize=4)
 def load_registry(path: Path | None = None) -> Registry:
-    return parse_registry(load_yaml(path or knowledge_dir("checklists") / "keys.yaml"))
+    """The shipped (or a knowledge folder's) keys.yaml, parsed once; its names of code are checked where they are
+    used (:func:`checked_in_code`)."""
+    return parse_registry(load_yaml(path or knowledge_dir("checklists") / "keys.yaml"), check_code=False)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,13 @@ def vocabulary(registry=None) -> Vocabulary:
     return (registry or load_registry()).vocabulary
 
 
+def _reference_vocabulary(registry=None) -> Vocabulary:
+    """:func:`vocabulary`, its reference fields checked against the reference configs (once per registry)."""
+    from .registry import checked_in_code, load_registry
+
+    return checked_in_code(registry or load_registry()).vocabulary
+
+
 # ----------------------------------------------------------------------------- canonical values
 
 def known_values(config) -> dict[str, Any]:
@@ -105,7 +112,7 @@ def reference_sections(values: Mapping[str, Any], missing: Callable[[str], Excep
     ``unset`` value; ``requires:`` fields are set only when the required key's field is non-zero."""
     missing = missing or _missing
     out: dict[str, dict[str, Any]] = {name: {} for name in reference_classes()}
-    entries = vocabulary(registry).reference
+    entries = _reference_vocabulary(registry).reference
     for deferred in (False, True):            # the fields a `requires:` reads are set first
         for key, aliases in entries:
             for alias in aliases:
@@ -129,7 +136,7 @@ def model_config(values: Mapping[str, Any], missing: Callable[[str], Exception] 
     from ..reference.config import ModelConfig
 
     model = ModelConfig(**reference_sections(values, missing, registry, ("model",))["model"])
-    for key, aliases in vocabulary(registry).reference:
+    for key, aliases in _reference_vocabulary(registry).reference:
         for alias in aliases:
             computed = getattr(model, alias.name) if alias.section == "model" else None
             if alias.name in field_kinds(ModelConfig) or computed is None or key not in values:
@@ -154,7 +161,7 @@ def canonical_values(model=None, train=None, registry=None) -> dict[str, Any]:
     A field at its ``unset:`` value gives nothing (the next field of the key, if any); a ``requires:`` field
     of a model whose required field is zero (a dense model's MoE fields) gives nothing."""
     objects = {"model": model, "train": train, "precision": train.precision if train is not None else None}
-    entries = vocabulary(registry).reference
+    entries = _reference_vocabulary(registry).reference
     out: dict[str, Any] = {}
     for key, aliases in entries:
         for alias in aliases:
@@ -175,7 +182,7 @@ def canonical_values(model=None, train=None, registry=None) -> dict[str, Any]:
 
 def reference_field_keys(registry=None) -> dict[str, tuple[str, ReferenceAlias]]:
     """``section.field`` -> (canonical key, alias): whose ``min:``/``max:`` each reference field obeys."""
-    return {alias.field: (key, alias) for key, aliases in vocabulary(registry).reference for alias in aliases}
+    return {alias.field: (key, alias) for key, aliases in _reference_vocabulary(registry).reference for alias in aliases}
 
 
 def to_canonical(value: Any, alias: ReferenceAlias) -> Any:

@@ -6,7 +6,8 @@ from typing import Any
 
 from .canonical import CanonicalValue, RawConfig, RawValue, TrainingConfig
 from ..errors import InputError
-from .registry import MISSING, KeySpec, Registry, SideSpec, SourceRef, load_framework, load_registry, raw_value_rules
+from .registry import (MISSING, KeySpec, Registry, SideSpec, SourceRef, checked_in_code, load_framework, load_registry,
+                       raw_value_rules)
 from .values import checked, convert, map_value
 
 
@@ -48,7 +49,7 @@ class Resolver:
 
     def __init__(self, raw: RawConfig, registry: Registry, overrides: dict[str, CanonicalValue] | None = None):
         self.raw = raw
-        self.registry = registry
+        self.registry = checked_in_code(registry)     # its derivations exist (once per registry)
         self.framework = raw.framework
         label = load_framework(raw.framework).get("default_label", raw.framework)
         self.label = label.get(raw.generation, raw.framework) if isinstance(label, dict) else str(label)
