@@ -64,6 +64,8 @@ class ReferenceAlias:
 
 @dataclass(frozen=True)
 class Aliases:
+    """A canonical key's names in the other vocabularies (spec parameter, HF keys, reference fields)."""
+
     spec: SpecAlias | None = None
     hf: tuple[str, ...] = ()
     reference: tuple[ReferenceAlias, ...] = ()

@@ -33,6 +33,8 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class SideSpec:
+    """Where one side (Megatron, or a MindFormers generation) reads a canonical key, or how it derives it."""
+
     sources: tuple[SourceRef, ...] = ()
     value_map: dict | None = None
     derive: str | dict | None = None
@@ -54,6 +56,8 @@ class SideSpec:
 
 @dataclass(frozen=True)
 class KeySpec:
+    """One canonical key of keys.yaml: its type, range, aliases, and where each side sets it."""
+
     key: str
     type: str
     line: int
@@ -71,6 +75,8 @@ class KeySpec:
 
 @dataclass(frozen=True)
 class Registry:
+    """keys.yaml parsed: every canonical key, and their aliases indexed."""
+
     keys: dict[str, KeySpec]
     path: Path
     vocabulary: Any = None          # the keys' aliases indexed (aliases.Vocabulary)

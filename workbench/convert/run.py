@@ -24,6 +24,8 @@ from ..errors import InputError
 
 @dataclass
 class ConversionReport:
+    """What one conversion did: the files, the architecture and formats, the sizes, and the tensors written."""
+
     source: Path
     destination: Path
     arch: str
@@ -42,6 +44,8 @@ class ConversionReport:
 
 @dataclass(frozen=True)
 class ConvertOptions:
+    """The choices of one ``workbench convert`` run (the CLI's options, as the library takes them)."""
+
     to: str
     arch: str | None = None
     source_format: str | None = None
@@ -62,6 +66,8 @@ CONTAINER_FRAMEWORK = {"MegatronLegacySource": "megatron", "TorchDistSource": "m
 
 @dataclass
 class DescribedSource:
+    """An opened source with its architecture, format and the sizes its carried config gives."""
+
     source: object
     arch: object
     format: str

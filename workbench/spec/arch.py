@@ -41,6 +41,8 @@ class LogicalTensor:
 
 @dataclass(frozen=True)
 class Rule:
+    """One physical tensor of a format: its name template(s), the logical parts it holds and how."""
+
     key: str                                  # the YAML key as written, e.g. layers.{i}.attn.[q,k,v]
     parts: tuple[Template, ...]               # logical templates, in fuse order
     name: Template                            # physical name template
@@ -67,6 +69,8 @@ class Rule:
 
 @dataclass(frozen=True, eq=False)          # hashed by identity: caches key on it
 class FormatSpec:
+    """One checkpoint format of an architecture (``hf``, ``megatron``, ``mindformers``...): its rules."""
+
     name: str
     rules: tuple[Rule, ...]
     ignore: tuple[str, ...] = ()              # glob patterns of physical names never read (``*._extra_state``)
@@ -77,6 +81,8 @@ class FormatSpec:
 
 @dataclass
 class ArchSpec:
+    """One converter spec (``converters/<arch>.yaml``): sizes, logical tensors and formats."""
+
     name: str
     path: Path
     params: tuple[str, ...]

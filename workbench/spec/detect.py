@@ -22,6 +22,8 @@ from .templates import skeleton_of
 
 @dataclass(frozen=True)
 class FormatFit:
+    """How well one format of one architecture fits a checkpoint's names."""
+
     arch: str
     format: str
     matched: int

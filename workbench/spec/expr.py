@@ -23,6 +23,8 @@ class ExprError(ValueError):
 
 @dataclass(frozen=True)
 class Expr:
+    """A size expression of a spec (``hidden * 3``): constants, size variables, sums and products."""
+
     op: str                      # "const" | "var" | "add" | "mul"
     args: tuple
 

@@ -35,6 +35,8 @@ SCALARS = (str, int, float, bool, type(None))
 
 @dataclass(frozen=True)
 class HfConfigSpec:
+    """An architecture's ``hf_config:`` block: how a ``config.json`` is written and read for it."""
+
     model_type: str
     architectures: tuple[str, ...]
     sizes: dict[str, str | tuple[str, str]] = field(default_factory=dict)   # param, or (numerator, denominator)
@@ -135,6 +137,8 @@ def check_sizes(block: HfConfigSpec, params: tuple[str, ...]) -> None:
 
 @dataclass
 class HfConfigResult:
+    """A ``config.json`` built for a conversion, and the values it had to assume."""
+
     config: dict
     assumed: list[str] = field(default_factory=list)      # "rope_theta=10000.0" where no config stated it
 

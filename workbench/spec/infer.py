@@ -21,6 +21,8 @@ from .resolve import Resolution, resolve_names
 
 @dataclass(frozen=True)
 class Equation:
+    """One size equation read off a tensor's shape: ``expr`` on ``axis`` of ``tensor`` is ``value``."""
+
     expr: Expr
     value: int
     tensor: str

@@ -25,6 +25,8 @@ _FIELDS = ("if", "from", "every", "not", "beyond")
 
 @dataclass(frozen=True)
 class LayerSet:
+    """A named set of layer indices (dense, MoE, MTP...) declared in ``converters/_hub.yaml``."""
+
     name: str
     when: str | None = None            # ``if:``
     start: str | None = None           # ``from:``
@@ -49,6 +51,8 @@ class LayerSet:
 
 @dataclass(frozen=True)
 class Indices:
+    """The hub's index variables (what sizes each) and its layer sets."""
+
     sizes: dict          # variable -> the parameter that sizes it ("i" -> num_layers)
     layer_sets: dict     # name -> LayerSet
 

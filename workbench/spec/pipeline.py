@@ -21,6 +21,8 @@ from .transforms import Shape, Stack, Transform
 
 @dataclass(frozen=True)
 class Pipeline:
+    """A rule's named layout transforms, in order, with the reshape and the arguments they take."""
+
     steps: tuple[Transform, ...] = ()
     reshape: tuple[Expr, ...] | None = None
     args: Mapping[str, Expr] = field(default_factory=dict)

@@ -27,6 +27,8 @@ FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16")
 
 @dataclass(frozen=True)
 class SourceTensor:
+    """A source tensor with the rule and indices its name resolved to."""
+
     meta: TensorMeta
     rule: Rule
     env: tuple[tuple[str, int], ...]
@@ -34,6 +36,8 @@ class SourceTensor:
 
 @dataclass(frozen=True)
 class PartRef:
+    """Where one logical part of a target tensor lies in the source."""
+
     logical: str                 # concrete logical name, e.g. layers.3.attn.q
     source: str                  # physical source tensor holding it
     index: int                   # its position in that source's split
@@ -42,6 +46,8 @@ class PartRef:
 
 @dataclass
 class PlanContext:
+    """What every step of a plan shares: the architecture, both formats and sizes, the source tensors."""
+
     arch: ArchSpec
     source_format: str
     target_format: str
@@ -52,6 +58,8 @@ class PlanContext:
 
 @dataclass(frozen=True)
 class Step:
+    """One target tensor of a plan: the source tensors and parts it is built from, by its rule."""
+
     target: TensorMeta
     sources: tuple[str, ...]
     parts: tuple[PartRef, ...]
@@ -62,6 +70,8 @@ class Step:
 
 @dataclass
 class Plan:
+    """Every target tensor of a conversion, in order, built from headers only."""
+
     arch: str
     source_format: str
     target_format: str

@@ -19,6 +19,8 @@ from .templates import Template, glob_regex, skeleton_of
 
 @dataclass(frozen=True)
 class Match:
+    """One physical name matched to a rule, with the indices its template read."""
+
     name: str
     rule: Rule
     env: tuple[tuple[str, int], ...]        # (("i", 3), ("e", 5)), in the template's order
@@ -31,6 +33,8 @@ class Match:
 
 @dataclass
 class Resolution:
+    """Names resolved against one format: matched, unmatched, ignored, and the rules nothing matched."""
+
     arch: str
     format: str
     matches: dict[str, Match] = field(default_factory=dict)       # physical name -> match

@@ -31,6 +31,8 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True)
 class Template:
+    """A tensor-name template (``layers.{i}.attn.q``): anchored, with its index variables and skeleton."""
+
     text: str
     variables: tuple[str, ...] = field(default=(), compare=False)
     pattern: str = field(default="", compare=False, repr=False)       # the anchored regex's source

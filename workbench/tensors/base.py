@@ -47,6 +47,8 @@ STORAGE: Mapping[str, type] = _Storage()
 
 @dataclass(frozen=True)
 class TensorMeta:
+    """One stored tensor's header: its name, shape and storage dtype (no data)."""
+
     name: str
     shape: tuple[int, ...]
     dtype: str                      # a key of STORAGE
