@@ -246,6 +246,18 @@ def test_lines_shaped_as_the_last_one_read_the_same(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "megatron")
 
 
+def test_bytes_that_are_not_utf8_in_lines_shaped_as_the_last_one(tmp_path, monkeypatch):
+    """C checks only the bytes before the first '|' of a line shaped as the last one (the rest is the
+    template's text, numbers and blanks): a byte that is not UTF-8 anywhere in such a line, as its
+    file's first one, is still the line the note names, as the exact parser says."""
+    line = b" [2025-01-01 12:00:00] iteration        7/     100 | lm loss: 1.000126E+01 | grad norm: 2.000 |"
+    for at in range(0, len(line), 3):
+        path = tmp_path / f"bad{at}.log"
+        path.write_bytes(b"\n".join([line, line, line[:at] + b"\xff" + line[at + 1:], line]) + b"\n")
+        three_ways(monkeypatch, path, "megatron")
+        assert "not UTF-8 read with U+FFFD in their place (first: line 3)" in " ".join(read_log(path).notes)
+
+
 def test_hostile_blocks_read_the_same(tmp_path, monkeypatch):
     prefix = line_prefix()
     block = (prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)).split("\n")
