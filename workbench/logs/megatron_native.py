@@ -23,6 +23,7 @@ TRUSTED = 1 << 20                # bytes read before their rows say how many the
 SCAN_CHUNK = 1 << 20             # bytes scanned at a time: the read buffer stays in the core's L2 cache
 BACK = 4096                      # lines handed back per call at most
 KIND_DROP, KIND_SLOW = -1, -2
+POINTERS = {np.int8: P8, np.int32: P32, np.int64: P64, np.float64: PF}
 SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
 
 
@@ -81,7 +82,7 @@ class NativeRows:
     metric code (the codes are int8: a metric past the first ``CODES`` is read in Python)."""
 
     NAMES = ("rank", "step", "line", "code", "value", "iteration")
-    TYPES = (np.int64, np.int64, np.int64, np.int8, np.float64, np.int64)
+    TYPES = (np.int32, np.int32, np.int32, np.int8, np.float64, np.int64)     # tables.COLUMN_TYPES
 
     def __init__(self, scan: Scan, capacity: int):
         self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
@@ -94,8 +95,7 @@ class NativeRows:
         filled = (scan.rows,) * 5 + (scan.iterations,)
         self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
         for name, array in zip(self.NAMES, self.arrays, strict=True):
-            setattr(scan, name, pointer(array, P8 if array.dtype == np.int8 else PF if array.dtype == np.float64
-                                         else P64))
+            setattr(scan, name, pointer(array, POINTERS[array.dtype.type]))
         scan.rows_cap = capacity
 
     def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:

@@ -40,8 +40,9 @@ typedef struct {
     const int32_t *key_shift;     /* added to the iteration: 1 for values of the next update */
     const int32_t *key_flags;     /* SEEN_* flags of the key's own bytes */
     int64_t nkeys;
-    /* rows: one per kept field of a taken line, capacity rows_cap */
-    int64_t *rank, *step, *line;
+    /* rows: one per kept field of a taken line, capacity rows_cap; a line whose step (iteration + shift),
+       rank or number is outside int32 is handed back (tables.narrow: Python widens that column) */
+    int32_t *rank, *step, *line;
     int8_t *code;                 /* key_kind, below code_cap */
     double *value;
     int64_t rows_cap, rows;
@@ -237,7 +238,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     if (p >= b || !blank(*p)) return -1;
     while (p < b && blank(*p)) p++;
     for (; p < b && digit(*p); p++, n++) { if (n < 18) counter = counter * 10 + (*p - '0'); }
-    if (n < 1 || n > 18) return -1;
+    if (n < 1 || n > 18 || counter >= INT32_MAX || st->line_no > INT32_MAX) return -1;   /* shift: at most 1 */
     while (p < b && blank(*p)) p++;
     if (p >= b || *p != '/') return -1;
     for (p++; p < b && blank(*p); p++) {}
@@ -248,6 +249,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     *flags |= needles(a, it) | needles(p, bar);
     *iteration = counter;
     *rank = rank_of(a, it);
+    if (*rank > INT32_MAX) return -1;
     if (memo->count > 0 && template_fields(memo, bar, b, values) == memo->count) {
         *flags |= memo->flags;
         *templated = 1;
@@ -352,15 +354,16 @@ static void advance(megatron_scan *st, const unsigned char *data, const unsigned
 /* The rows of a taken line, in table order (perm), and each row's code counted in counts. */
 static void store_rows(megatron_scan *st, const int32_t *keys, const int32_t *perm, const double *values, int count,
                        int64_t iteration, int64_t rank, int64_t *restrict counts) {
-    int64_t at = st->rows, line = st->line_no;
-    int64_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
+    int64_t at = st->rows;
+    int32_t line = (int32_t)st->line_no;                 /* take_line checked it fits, and the step, rank */
+    int32_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
     int8_t *restrict codes = st->code + at;
     double *restrict out = st->value + at;
     const int32_t *kind = st->key_kind, *shift = st->key_shift;
     for (int i = 0; i < count; i++) {
         int32_t k = keys[perm[i]];
-        ranks[i] = rank;
-        steps[i] = iteration + shift[k];
+        ranks[i] = (int32_t)rank;
+        steps[i] = (int32_t)(iteration + shift[k]);
         lines[i] = line;
         codes[i] = (int8_t)kind[k];
         counts[kind[k]]++;
