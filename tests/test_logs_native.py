@@ -246,6 +246,63 @@ def test_lines_shaped_as_the_last_one_read_the_same(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "megatron")
 
 
+def test_bytes_that_are_not_utf8_in_lines_shaped_as_the_last_one(tmp_path, monkeypatch):
+    """C checks only the bytes before the first '|' of a line shaped as the last one (the rest is the
+    template's text, numbers and blanks): a byte that is not UTF-8 anywhere in such a line, as its
+    file's first one, is still the line the note names, as the exact parser says."""
+    line = b" [2025-01-01 12:00:00] iteration        7/     100 | lm loss: 1.000126E+01 | grad norm: 2.000 |"
+    for at in range(0, len(line), 3):
+        path = tmp_path / f"bad{at}.log"
+        path.write_bytes(b"\n".join([line, line, line[:at] + b"\xff" + line[at + 1:], line]) + b"\n")
+        three_ways(monkeypatch, path, "megatron")
+        assert "not UTF-8 read with U+FFFD in their place (first: line 3)" in " ".join(read_log(path).notes)
+
+
+INT32_MAX = 2**31 - 1
+
+
+@pytest.mark.parametrize("iteration,rank,wide", [(INT32_MAX - 1, INT32_MAX, set()), (INT32_MAX, 0, {"step"}),
+                                                 (7, INT32_MAX + 1, {"rank"}), (2**40, 2**40, {"rank", "step"})])
+def test_steps_and_ranks_at_the_int32_boundary(tmp_path, monkeypatch, iteration, rank, wide):
+    """rank, step and line are int32; a table whose column holds a value outside int32 has that column
+    as int64 (tables.narrow), the values exact, whichever path read them (C hands such lines back).
+    The learning rate is put on iteration + 1: iteration 2^31 - 1 makes a step of 2^31."""
+    line = (f"[default{rank}]: iteration {iteration:8d}/     100 | learning rate: 1.0E-05 | lm loss: 1.000126E+01 |"
+            " grad norm: 2.000 |")
+    intact = " iteration        5/     100 | learning rate: 1.0E-05 | lm loss: 1.000126E+01 | grad norm: 2.000 |"
+    path = tmp_path / "boundary.log"
+    path.write_text("\n".join([intact, intact, line, intact]) + "\n")
+    three_ways(monkeypatch, path, "megatron")
+    series = read_megatron(path, load_formats()["megatron"]).series
+    assert {column for column in ("rank", "step", "line") if series[column].dtype == np.int64} == wide
+    assert {column for column in ("rank", "step", "line") if series[column].dtype == np.int32} == \
+        {"rank", "step", "line"} - wide
+    assert series["step"].max() == iteration + 1 and series["rank"].max() == rank
+    assert len(series) == 12
+
+
+def test_every_reader_narrows_by_the_same_rule(tmp_path, monkeypatch):
+    """A table reader's steps (frame) and the MindFormers local-norm blocks (norm_rows) follow the
+    same int32-else-int64 rule as the Megatron table."""
+    from workbench.logs.sources import read_table
+
+    for step, kind in ((INT32_MAX, np.int32), (INT32_MAX + 1, np.int64)):
+        path = tmp_path / f"loss{step}.csv"
+        path.write_text(f"step,loss\n1,2.5\n{step},2.0\n")
+        table = read_table(path).series
+        assert table["step"].dtype == kind and table["step"].tolist() == [1, step]
+        assert table["line"].dtype == np.int32 and table["rank"].dtype == np.int32
+    prefix = line_prefix()
+    block = prefix + format_local_norm_message([4] * 3, np.arange(3, dtype=np.float32))
+    for step, kind in ((INT32_MAX, np.int32), (INT32_MAX + 1, np.int64)):
+        path = tmp_path / f"mf{step}.log"
+        path.write_text("\n".join([block, prefix + format_loss_message(1, 1, step, step, 2.0, 1000, 1e-5, 1.5)]) + "\n")
+        got = read_log(path)
+        assert got.local_norms["step"].dtype == kind and set(got.local_norms["step"]) == {step}
+        assert got.series["step"].dtype == kind and got.local_norms["line"].dtype == np.int32
+        three_ways(monkeypatch, path, "mindformers")
+
+
 def test_hostile_blocks_read_the_same(tmp_path, monkeypatch):
     prefix = line_prefix()
     block = (prefix + format_local_norm_message([4] * 40, np.arange(40, dtype=np.float32) * 1e-3)).split("\n")

@@ -37,25 +37,28 @@ def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
         yield number, data
 
 
-def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, exact: bool = False):
+def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, exact: bool = False,
+          chunk: int | None = None):
     """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
     the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
     the next, and hold no view of it then); ``exact``: the buffer is cut to the chunk (``size`` long).
     ``count(buffer, size)``, called once the chunk is read, says how many line ends it holds (counted
     in C unless given: a scanner that has counted them already). The buffer is the file's size (up to
-    ``CHUNK``) and the room for a line carried over: a small file faults in no more than itself."""
+    ``chunk``, default ``CHUNK``) and the room for a line carried over: a small file faults in no more
+    than itself."""
     if count is None:
         from .logscan import count_lines as count
+    chunk = chunk or CHUNK
     number, carry, skipping, skipped, read = 1, 0, False, [], 0
     with open(path, "rb", buffering=0) as handle:
         expected = os.fstat(handle.fileno()).st_size
-        buffer = bytearray(min(CHUNK, expected) + SLACK)
+        buffer = bytearray(min(chunk, expected) + SLACK)
         while True:
-            want = min(CHUNK, max(expected - read, 1))     # a file that grows is read on, a window at a time
+            want = min(chunk, max(expected - read, 1))     # a file that grows is read on, a window at a time
             if len(buffer) < carry + want:
                 buffer.extend(bytes(carry + want - len(buffer)))
             with memoryview(buffer) as view:
-                got = handle.readinto(view[carry:carry + CHUNK])
+                got = handle.readinto(view[carry:carry + chunk])
             if not got:
                 break
             read += got

@@ -16,7 +16,7 @@ class Scan(ctypes.Structure):
 
     _fields_ = [("keys", ctypes.c_void_p), ("key_start", P64), ("key_kind", P32), ("key_order", P32),
                 ("key_shift", P32), ("key_flags", P32), ("nkeys", ctypes.c_int64),
-                ("rank", P64), ("step", P64), ("line", P64), ("code", P8), ("value", PF),
+                ("rank", P32), ("step", P32), ("line", P32), ("code", P8), ("value", PF),
                 ("rows_cap", ctypes.c_int64), ("rows", ctypes.c_int64), ("code_rows", P64), ("code_cap", ctypes.c_int64),
                 ("iteration", P64), ("iterations", ctypes.c_int64),
                 ("back", P64), ("back_cap", ctypes.c_int64), ("backs", ctypes.c_int64),

@@ -24,7 +24,7 @@ from .formats import LogFormat
 from .megatron_columns import fast_group, groups, iteration_lines
 from .lines import bad_bytes_note, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
-from .tables import categorical, frame, labels
+from .tables import categorical, frame, labels, narrow
 from .values import floats, parse_joined
 
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
@@ -224,11 +224,13 @@ def _series_frame(label: str, parts: list, native=None, metrics=(), coded=None):
         lines = np.concatenate([part[4] for part in parts])
         order = np.argsort(lines, kind="stable")               # file order; fields of a line by metric, key
         codes = np.concatenate([np.full(len(part[2]), _code(metrics, part[0]), dtype=np.int32) for part in parts])
-        columns = [np.concatenate([part[index] for part in parts])[order] for index in (5, 2)]
-        columns += [lines[order], codes[order], np.concatenate([part[3] for part in parts])[order]]
+        columns = [narrow(np.concatenate([part[index] for part in parts])[order]) for index in (5, 2)]
+        columns += [narrow(lines[order]), codes[order], np.concatenate([part[3] for part in parts])[order]]
     if native is not None and parts:
         at = np.searchsorted(native[2], columns[2])
         wide = native[:3] + (native[3].astype(np.int32) if len(metrics) > 127 else native[3],) + native[4:5]
+        wide = tuple(whole.astype(np.result_type(whole, some), copy=False) if index < 3 else whole   # narrow's rule
+                     for index, (whole, some) in enumerate(zip(wide, columns, strict=True)))
         columns = [np.insert(whole, at, some) for whole, some in zip(wide, columns, strict=True)]
         counts = None
     elif native is not None:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import ctypes
 import numpy as np
 
+from . import lines
 from .lines import spans
 from .logscan import CODES, P8, P32, P64, PF, Scan, library, pointer  # noqa: F401  (library: read_megatron's)
 
 TRUSTED = 1 << 20                # bytes read before their rows say how many the whole file holds
+SCAN_CHUNK = 1 << 20             # bytes scanned at a time: the read buffer stays in the core's L2 cache
 BACK = 4096                      # lines handed back per call at most
 KIND_DROP, KIND_SLOW = -1, -2
+POINTERS = {np.int8: P8, np.int32: P32, np.int64: P64, np.float64: PF}
 SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
 
 
@@ -33,6 +36,7 @@ class KeyTable:
         self.keys: list[bytes] = []
         self.metrics: list[str] = []               # code -> metric name
         self.arrays: tuple = ()
+        self.loaded = -1                           # len(self.keys) when they were last passed to C
 
     def add(self, keys) -> bool:
         """Passes ``keys`` in; False when every one was known."""
@@ -62,6 +66,9 @@ class KeyTable:
         return self.metrics.index(metric)
 
     def load(self, scan: Scan) -> None:
+        if self.loaded == len(self.keys):
+            return
+        self.loaded = len(self.keys)
         joined, starts, kinds, order, shifts, flags = self.arrays or (ctypes.create_string_buffer(1),
                                                                       np.zeros(1, np.int64), *[np.zeros(1, np.int32)] * 4)
         scan.keys = ctypes.cast(joined, ctypes.c_void_p)
@@ -75,7 +82,7 @@ class NativeRows:
     metric code (the codes are int8: a metric past the first ``CODES`` is read in Python)."""
 
     NAMES = ("rank", "step", "line", "code", "value", "iteration")
-    TYPES = (np.int64, np.int64, np.int64, np.int8, np.float64, np.int64)
+    TYPES = (np.int32, np.int32, np.int32, np.int8, np.float64, np.int64)     # tables.COLUMN_TYPES
 
     def __init__(self, scan: Scan, capacity: int):
         self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
@@ -88,8 +95,7 @@ class NativeRows:
         filled = (scan.rows,) * 5 + (scan.iterations,)
         self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
         for name, array in zip(self.NAMES, self.arrays, strict=True):
-            setattr(scan, name, pointer(array, P8 if array.dtype == np.int8 else PF if array.dtype == np.float64
-                                         else P64))
+            setattr(scan, name, pointer(array, POINTERS[array.dtype.type]))
         scan.rows_cap = capacity
 
     def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:
@@ -129,7 +135,8 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
     back = np.empty(3 * BACK, dtype=np.int64)
     state.back, state.back_cap = pointer(back, P64), BACK
     chunk_first = [1]                                          # the number of the chunk's first line
-    for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0]):
+    for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0],
+                                     chunk=min(SCAN_CHUNK, lines.CHUNK)):
         chunk_first[0] = first
         holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
         address = ctypes.addressof(holder)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import LOCAL_NORM_COLUMNS
-from .tables import frame, labels
+from .tables import frame, labels, narrow
 
 
 @dataclass
@@ -51,15 +51,15 @@ def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
     for block, count in zip(blocks, counts, strict=True):
         definitions[start:start + count] = block.definition
         start += count
-    return {"rank": np.full(total, rank, dtype=np.int64),
-            "step": repeat([block.step for block in blocks], np.int64),
+    return {"rank": narrow(np.full(total, rank, dtype=np.int64)),
+            "step": narrow(repeat([block.step for block in blocks], np.int64)),
             "micro_step": np.full(total, -1, dtype=np.int64),
             "position": np.concatenate(positions).astype(np.int64, copy=False),
             "param": _objects("", total),
             "numel": np.concatenate([block.numel() for block in blocks]).astype(np.int64, copy=False),
             "value": _joined([block.values for block in blocks]),
             "definition": definitions,
-            "line": repeat([block.first for block in blocks], np.int64)}
+            "line": narrow(repeat([block.first for block in blocks], np.int64))}
 
 
 def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
@@ -68,12 +68,15 @@ def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
     not a thousand small ones), the values one slice when the compiled scan wrote them in a row."""
     count, total = len(blocks[0].sizes), len(blocks) * len(blocks[0].sizes)
     values = _contiguous(blocks)
-    rank_, step, micro, position, numel, line, *spare = slab(total, 6 + (values is None))
+    micro, position, numel, *spare = slab(total, 3 + (values is None))
+    steps, lines = (narrow([getattr(block, name) for block in blocks]) for name in ("step", "first"))
+    kinds = (narrow([rank]).dtype, steps.dtype, lines.dtype)
+    rank_, step, line = slab(total, 3, np.int32) if kinds == (np.int32,) * 3 else map(np.empty, (total,) * 3, kinds)
     rank_.fill(rank)
     micro.fill(-1)
     grid = (len(blocks), count)
-    step.reshape(grid)[:] = np.array([block.step for block in blocks], dtype=np.int64)[:, None]
-    line.reshape(grid)[:] = np.array([block.first for block in blocks], dtype=np.int64)[:, None]
+    step.reshape(grid)[:] = steps[:, None]
+    line.reshape(grid)[:] = lines[:, None]
     position.reshape(grid)[:] = np.arange(count, dtype=np.int64)
     numel.reshape(grid)[:] = blocks[0].numel()
     if values is None:
@@ -86,9 +89,9 @@ def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
             "numel": numel, "value": values, "definition": texts[total:], "line": line}
 
 
-def slab(count: int, columns: int) -> list[np.ndarray]:
-    """``columns`` int64 arrays of ``count`` rows, views into one allocation."""
-    whole = np.empty(count * columns, dtype=np.int64)
+def slab(count: int, columns: int, dtype=np.int64) -> list[np.ndarray]:
+    """``columns`` arrays of ``count`` rows, views into one allocation."""
+    whole = np.empty(count * columns, dtype=dtype)
     return [whole[index * count:(index + 1) * count] for index in range(columns)]
 
 

@@ -4,21 +4,40 @@ The series table's ``run`` and ``metric`` columns are pandas Categoricals (categ
 2.6M-row table of one run and a dozen metrics then holds small integer codes, not millions of
 references to the same strings, and is built from the readers' codes without a Python object per
 row. Comparisons (``== "lm_loss"``), ``unique``, ``set`` and ``isin`` read them as strings.
+
+``rank``, ``step`` and ``line`` are int32 (a 2.6M-row table then faults in 31 MB less fresh memory
+than with int64): a file under 2 GiB has fewer than 2^31 lines, and steps and ranks are far below
+2^31. One rule for every reader (``narrow``): a table whose column holds a value outside int32 has
+that column as int64, so values are never wrapped; ``pd.concat`` of both gives int64.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-COLUMN_TYPES = {"run": "category", "rank": "int64", "step": "int64", "metric": "category", "value": "float64",
-                "line": "int64", "micro_step": "int64", "position": "int64", "param": "object", "numel": "int64",
+COLUMN_TYPES = {"run": "category", "rank": "int32", "step": "int32", "metric": "category", "value": "float64",
+                "line": "int32", "micro_step": "int64", "position": "int64", "param": "object", "numel": "int64",
                 "definition": "object"}
+INT32 = np.iinfo(np.int32)
+
+
+def narrow(values, kind: str = "int32") -> np.ndarray:
+    """An integer column as ``kind``; an int32 column with a value outside int32 as int64 (the module doc)."""
+    values = np.asarray(values, dtype=np.int64) if not isinstance(values, np.ndarray) or values.dtype.kind != "i" \
+        else values
+    if kind == "int32" and len(values) and (values.min() < INT32.min or values.max() > INT32.max):
+        return values.astype(np.int64, copy=False)
+    return values.astype(kind, copy=False)
 
 
 def frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
     """``rows`` as a DataFrame with the schema's columns and dtypes (empty frames keep them too)."""
     table = pd.DataFrame(rows, columns=list(columns))
-    return table.astype({column: COLUMN_TYPES[column] for column in columns})
+    types = {column: COLUMN_TYPES[column] for column in columns}
+    for column, kind in types.items():
+        if kind == "int32" and len(table):
+            types[column] = narrow(table[column].to_numpy(dtype=np.int64)).dtype
+    return table.astype(types)
 
 
 def typed_frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
@@ -34,6 +53,8 @@ def typed_frame(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
         elif kind == "object":
             data[name] = np.empty(len(values), dtype=object)
             data[name][:] = values
+        elif kind == "int32":
+            data[name] = narrow(np.array(values, dtype=np.int64))
         else:
             data[name] = np.array(values, dtype=kind)
     return pd.DataFrame(data, copy=False)

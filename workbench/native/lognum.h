@@ -101,7 +101,7 @@ INLINE int number_at(const unsigned char *s, const unsigned char *e, const unsig
     *end = p;
     exponent -= fraction;
     if (count + fraction <= 15 && exponent >= -22 && exponent <= 22) {   /* 15 digits < 2^53: exact */
-        double value = (double)mantissa;
+        double value = (double)(int64_t)mantissa;      /* below 10^15: exact, one conversion */
         value = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
         *out = negative ? -value : value;
         return 1;

@@ -40,8 +40,9 @@ typedef struct {
     const int32_t *key_shift;     /* added to the iteration: 1 for values of the next update */
     const int32_t *key_flags;     /* SEEN_* flags of the key's own bytes */
     int64_t nkeys;
-    /* rows: one per kept field of a taken line, capacity rows_cap */
-    int64_t *rank, *step, *line;
+    /* rows: one per kept field of a taken line, capacity rows_cap; a line whose step (iteration + shift),
+       rank or number is outside int32 is handed back (tables.narrow: Python widens that column) */
+    int32_t *rank, *step, *line;
     int8_t *code;                 /* key_kind, below code_cap */
     double *value;
     int64_t rows_cap, rows;
@@ -110,7 +111,17 @@ static const unsigned char *find_iteration(const unsigned char *s, const unsigne
 /* SEEN_* for the text [s, e): a '(' ending "tensor(" or a '/' ending "local_norm/". */
 static int64_t needles(const unsigned char *s, const unsigned char *e) {
     int64_t flags = 0;
-    for (const unsigned char *p = s; p < e; p++) {
+    const unsigned char *p = s;
+    while (SWAR && e - p >= 8) {                      /* words holding neither '(' nor '/' are skipped */
+        uint64_t word, x, y;
+        memcpy(&word, p, 8);
+        x = word ^ 0x2828282828282828ULL;
+        y = word ^ 0x2F2F2F2F2F2F2F2FULL;
+        if (((x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL)
+            | ((y - 0x0101010101010101ULL) & ~y & 0x8080808080808080ULL)) break;
+        p += 8;
+    }
+    for (; p < e; p++) {
         if (*p == '(' && p - s >= 6 && memcmp(p - 6, "tensor", 6) == 0) flags |= SEEN_TENSOR;
         else if (*p == '/' && p - s >= 10 && memcmp(p - 10, "local_norm", 10) == 0) flags |= SEEN_LOCAL_NORM;
     }
@@ -165,7 +176,9 @@ typedef struct {
     unsigned char text[TEMPLATE_BYTES];
     int32_t start[MAX_FIELDS + 2];     /* piece i is text[start[i], start[i + 1]); piece count: the tail */
     int32_t keys[MAX_FIELDS];
+    int32_t perm[MAX_FIELDS];          /* the fields in table order (sort_fields) */
     int count;                         /* 0: no template */
+    int ascii;                         /* the text holds no byte >= 0x80 */
     int64_t flags;
 } line_memo;
 
@@ -184,6 +197,8 @@ static int template_fields(const line_memo *memo, const unsigned char *bar, cons
 
 /* The template of a line taken field by field whose `count` fields were all kept: values[i] was read
    from [vs[i], ve[i]), the last '|' ends before `last`. */
+static void sort_fields(const megatron_scan *st, const int32_t *keys, int count, int32_t *perm);
+
 static void keep_template(line_memo *memo, const megatron_scan *st, const unsigned char *bar, const unsigned char *last,
                           const unsigned char **vs, const unsigned char **ve, const int32_t *keys, int count) {
     int32_t at = 0;
@@ -202,11 +217,18 @@ static void keep_template(line_memo *memo, const megatron_scan *st, const unsign
         }
     }
     memo->start[count + 1] = at;
+    memo->ascii = first_non_ascii(memo->text, at) < 0;
+    sort_fields(st, memo->keys, count, memo->perm);
     memo->count = count;
 }
 
+/* The rows of the line [a, b) (it: its "iteration"): their count (keys and values filled), or -1 / -2
+   (see scan_lines). A line shaped as memo's template leaves keys alone and sets *templated (its keys
+   and their order are memo's) and *unchecked to its first '|': the bytes from there on are the
+   template's text, numbers and blanks, ASCII when memo->ascii is. */
 static int take_line(megatron_scan *st, const unsigned char *a, const unsigned char *b, const unsigned char *it,
-                     int32_t *keys, double *values, line_memo *memo, int64_t *iteration, int64_t *rank, int64_t *flags) {
+                     int32_t *keys, double *values, line_memo *memo, int64_t *iteration, int64_t *rank, int64_t *flags,
+                     int *templated, const unsigned char **unchecked) {
     const unsigned char *vs_of[MAX_FIELDS], *ve_of[MAX_FIELDS];
     int64_t *guess = memo->guess;
     int all_kept = 1;
@@ -216,7 +238,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     if (p >= b || !blank(*p)) return -1;
     while (p < b && blank(*p)) p++;
     for (; p < b && digit(*p); p++, n++) { if (n < 18) counter = counter * 10 + (*p - '0'); }
-    if (n < 1 || n > 18) return -1;
+    if (n < 1 || n > 18 || counter >= INT32_MAX || st->line_no > INT32_MAX) return -1;   /* shift: at most 1 */
     while (p < b && blank(*p)) p++;
     if (p >= b || *p != '/') return -1;
     for (p++; p < b && blank(*p); p++) {}
@@ -227,9 +249,11 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     *flags |= needles(a, it) | needles(p, bar);
     *iteration = counter;
     *rank = rank_of(a, it);
+    if (*rank > INT32_MAX) return -1;
     if (memo->count > 0 && template_fields(memo, bar, b, values) == memo->count) {
-        memcpy(keys, memo->keys, sizeof(int32_t) * (size_t)memo->count);
         *flags |= memo->flags;
+        *templated = 1;
+        if (memo->ascii) *unchecked = bar;
         return memo->count;
     }
     for (const unsigned char *q = bar + 1;; fields++) {
@@ -330,15 +354,16 @@ static void advance(megatron_scan *st, const unsigned char *data, const unsigned
 /* The rows of a taken line, in table order (perm), and each row's code counted in counts. */
 static void store_rows(megatron_scan *st, const int32_t *keys, const int32_t *perm, const double *values, int count,
                        int64_t iteration, int64_t rank, int64_t *restrict counts) {
-    int64_t at = st->rows, line = st->line_no;
-    int64_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
+    int64_t at = st->rows;
+    int32_t line = (int32_t)st->line_no;                 /* take_line checked it fits, and the step, rank */
+    int32_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
     int8_t *restrict codes = st->code + at;
     double *restrict out = st->value + at;
     const int32_t *kind = st->key_kind, *shift = st->key_shift;
     for (int i = 0; i < count; i++) {
         int32_t k = keys[perm[i]];
-        ranks[i] = rank;
-        steps[i] = iteration + shift[k];
+        ranks[i] = (int32_t)rank;
+        steps[i] = (int32_t)(iteration + shift[k]);
         lines[i] = line;
         codes[i] = (int8_t)kind[k];
         counts[kind[k]]++;
@@ -361,12 +386,16 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
         const unsigned char *b = nl ? nl : data + len;
         const unsigned char *it = find_iteration(a, b);
-        if (!st->non_ascii) st->non_ascii = first_non_ascii(a, b - a) >= 0;   /* the line is in cache now */
         if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
+            if (!st->non_ascii) st->non_ascii = first_non_ascii(a, b - a) >= 0;   /* the line is in cache now */
             st->flags |= needles(a, b);
         } else {
             int64_t iteration = 0, rank = -1, flags = 0;
-            int count = take_line(st, a, b, it, keys, values, &memo, &iteration, &rank, &flags);
+            int templated = 0;
+            const unsigned char *unchecked = b;                /* [a, unchecked) is checked for bytes >= 0x80 */
+            int count = take_line(st, a, b, it, keys, values, &memo, &iteration, &rank, &flags, &templated,
+                                  &unchecked);
+            if (!st->non_ascii) st->non_ascii = first_non_ascii(a, unchecked - a) >= 0;
             if (count < 0) {
                 if (!hand_back(st, a - data, b - data)) return 1;
                 st->flags |= needles(a, b);
@@ -377,12 +406,16 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
                 }
             } else {
                 if (st->rows + count > st->rows_cap) return 1;
-                if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
-                    sort_fields(st, keys, count, perm);
-                    memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
-                    last_count = count;
+                if (templated) {
+                    store_rows(st, memo.keys, memo.perm, values, count, iteration, rank, counts);
+                } else {
+                    if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
+                        sort_fields(st, keys, count, perm);
+                        memcpy(last_keys, keys, sizeof(int32_t) * (size_t)count);
+                        last_count = count;
+                    }
+                    store_rows(st, keys, perm, values, count, iteration, rank, counts);
                 }
-                store_rows(st, keys, perm, values, count, iteration, rank, counts);
                 st->flags |= flags;
             }
             st->last_candidate = a - data;
