@@ -11,7 +11,7 @@ from workbench import spec
 from workbench.cli.main import main
 from workbench.tensors import mindspore_ckpt
 from workbench.tensors.base import TensorMeta
-from workbench.tensors.bytecopy import ALIGN_FROM, PAGE
+from workbench.tensors.bytecopy import ALIGN_FROM, FOLIO, PAGE, chunk_length
 from workbench.tensors.mindspore_ckpt import MindSporeCkptSource, padding_record
 from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource, build_header
 
@@ -122,3 +122,33 @@ def test_ckpt_output_pads_records_and_loads_with_mindspore_bit_exact(tmp_path):
         assert sorted(loaded) == sorted(pairs)
         for target, origin in pairs.items():
             assert loaded[target].asnumpy().tobytes() == source.read(origin).tobytes()
+
+
+@pytest.mark.parametrize("position,left,expected", [
+    (0, 5 * FOLIO, 5 * FOLIO),                       # already on a boundary: one call
+    (100, 5 * FOLIO, FOLIO - 100),                   # the head up to the boundary first
+    (FOLIO - PAGE, 5 * FOLIO, PAGE),
+    (100, ALIGN_FROM - 1, ALIGN_FROM - 1),           # a short range is copied whole
+    (100, FOLIO - 200, FOLIO - 200),                 # ends before the boundary: whole
+    (100, FOLIO - 100, FOLIO - 100),                 # ends on it: whole
+    (0, 3 << 30, 1 << 30),                           # calls of at most 1 GiB, still on boundaries
+])
+def test_a_long_copy_starts_its_bulk_on_a_large_page_boundary(position, left, expected):
+    assert chunk_length(position, left) == expected
+    assert (position + chunk_length(position, left)) % FOLIO == 0 or chunk_length(position, left) == left
+
+
+def test_a_copy_split_at_the_boundary_writes_every_byte_where_it_belongs(tmp_path, monkeypatch):
+    """The head and bulk calls together copy exactly the range, at its place (through the real kernel call)."""
+    from workbench.tensors import bytecopy
+
+    calls = []
+    real = bytecopy._copy_file_range
+    monkeypatch.setattr(bytecopy, "_copy_file_range", lambda *args: calls.append(args[2:]) or real(*args))
+    data = np.random.default_rng(1).integers(0, 256, 3 * FOLIO + 12345, dtype=np.uint8).tobytes()
+    (tmp_path / "source").write_bytes(data)
+    with open(tmp_path / "out", "wb") as handle:
+        handle.write(b"h" * 777)
+        bytecopy.copy_span(bytecopy.FileSpan(tmp_path / "source", 4321, len(data) - 4321), handle)
+    assert (tmp_path / "out").read_bytes() == b"h" * 777 + data[4321:]
+    assert [position for _, position, _ in calls] == [777, FOLIO]        # head, then the bulk from the boundary
