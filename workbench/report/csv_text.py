@@ -35,18 +35,20 @@ def _quoted_by_csv() -> str:
 QUOTED = _quoted_by_csv()
 
 
-def frame_csv(frame) -> str:
-    """``frame.to_csv(index=False)``, faster for the column types report tables have (numbers, text, flags)."""
+def frame_csv(frame, header: bool = True) -> str:
+    """``frame.to_csv(index=False, header=header)``, faster for the column types report tables have (numbers,
+    text, flags). Each row's text depends on that row and the column types only, so the rows of tables with the
+    same columns and types can be written apart and joined after one header (``workbench compare``'s units)."""
     columns = list(frame.columns)
     if os.linesep != "\n" or len(columns) < 2 or not all(type(c) is str and not _needs_quotes(c) for c in columns) or \
             not all(_supported(frame[c]) for c in columns):
-        return frame.to_csv(index=False)
-    blocks = [",".join(columns) + "\n"]
+        return frame.to_csv(index=False, header=header)
+    blocks = [",".join(columns) + "\n"] if header else []
     for start in range(0, len(frame), BLOCK):
         part = frame.iloc[start:start + BLOCK]
         cells = [_cells(part[c]) for c in columns]
         if any(cell is None for cell in cells):
-            return frame.to_csv(index=False)          # an object pandas' writer prints its own way
+            return frame.to_csv(index=False, header=header)      # an object pandas' writer prints its own way
         blocks.append("\n".join(map(",".join, zip(*cells, strict=True))) + "\n")
     return "".join(blocks)
 
