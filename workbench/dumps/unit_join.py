@@ -22,8 +22,8 @@ def joined(frames: list):
         return frames[0]
     if not frames or not _same_columns(frames):
         return pd.concat(frames, ignore_index=True)
-    return pd.DataFrame({name: _joined_column([frame.iloc[:, position] for frame in frames])
-                         for position, name in enumerate(frames[0].columns)}, copy=False)
+    return pd.DataFrame({name: _joined_column([frame[name] for frame in frames]) for name in frames[0].columns},
+                        copy=False)
 
 
 def _joined_column(series: list):
