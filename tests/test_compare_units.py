@@ -170,3 +170,30 @@ def test_report_csv_is_the_units_rows_when_asked_for_csv(tmp_path):
         assert "csv" in result.renderers                       # written by the units, joined by the parent
         assert render(result, "csv") == frame_csv(result.main_table)
     assert "csv" not in compare_dumps(a, b, CompareOptions(workers=2)).renderers
+
+
+def tree_row_by_row(evaluated):
+    """The hierarchy as its definition reads: every pair row added to each node on its path."""
+    from workbench.dumps.hierarchy import Node
+
+    root = Node("model")
+    for row in evaluated.to_dict("records"):
+        layer = row["layer"]
+        path = ("(no layer)" if layer is None or layer != layer else f"layer {int(layer)}",
+                row["logical_module"] or row["a_module_path"] or "(no module)", f"{row['call_a']} ↔ {row['call_b']}")
+        node = root
+        root.add(float(row["worst_rel"]), row["status"])
+        for name in path:
+            node = node.children.setdefault(name, Node(name))
+            node.add(float(row["worst_rel"]), row["status"])
+    return root
+
+
+def test_tree_from_units_totals_is_the_tree_of_the_rows(units):
+    from workbench.dumps.hierarchy import flat, hang
+
+    whole = pd.concat([o.evaluated for o in units[:4]], ignore_index=True)
+    expected = flat(tree_row_by_row(whole))
+    assert set(expected["status"]) >= {"pass", "error"} and len(expected) > 20
+    found = flat(hang(joined_digests([o.digest for o in units[:4]]).totals))
+    pd.testing.assert_frame_equal(found, expected)

@@ -87,9 +87,14 @@ def hang(totals: list, model: str = "model") -> Node:
     for (layer, module, call), count, high, rank in totals:
         node = root
         for name in (None, layer, module, call):
-            node = node if name is None else node.children.setdefault(name, Node(name))
+            if name is not None:
+                child = node.children.get(name)
+                if child is None:
+                    child = node.children[name] = Node(name)
+                node = child
             node.rows += count
-            node.worst = max(node.worst, high)
+            if high > node.worst:
+                node.worst = high
             if rank > STATUS_RANK.get(node.status, 0):
                 node.status = names[rank]
     return root
@@ -99,13 +104,14 @@ def flat(root: Node):
     """The tree as a table: depth, path, worst relative difference, status, rows."""
     import pandas as pd
 
-    rows = []
+    columns: dict[str, list] = {"depth": [], "path": [], "worst_rel": [], "status": [], "rows": []}
 
     def visit(node: Node, depth: int, path: str) -> None:
         here = f"{path}/{node.name}" if path else node.name
-        rows.append({"depth": depth, "path": here, "worst_rel": node.worst, "status": node.status, "rows": node.rows})
+        for column, value in zip(columns.values(), (depth, here, node.worst, node.status, node.rows), strict=True):
+            column.append(value)
         for child in node.children.values():
             visit(child, depth + 1, here)
 
     visit(root, 0, "")
-    return pd.DataFrame(rows, columns=["depth", "path", "worst_rel", "status", "rows"])
+    return pd.DataFrame(columns)
