@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 
 BLOCK = 16384                      # rows formatted at a time: one block's cells exist at once, not the table's
 _PLAIN_TYPES = (str, int, float, bool)
@@ -33,6 +34,7 @@ def _quoted_by_csv() -> str:
 
 
 QUOTED = _quoted_by_csv()
+_QUOTED_ANY = re.compile(f"[{re.escape(QUOTED)}]").search     # a cell that holds one of them
 
 
 def frame_csv(frame, header: bool = True) -> str:
@@ -54,7 +56,7 @@ def frame_csv(frame, header: bool = True) -> str:
 
 
 def _needs_quotes(text: str) -> bool:
-    return any(c in text for c in QUOTED)
+    return _QUOTED_ANY(text) is not None
 
 
 def _supported(series) -> bool:
@@ -97,10 +99,9 @@ def _cells(series) -> list[str] | None:
 
 def _quote(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
-    joined = "".join(cells)
-    if not any(c in joined for c in QUOTED):
+    if _QUOTED_ANY("".join(cells)) is None:
         return cells
-    return [_quote_one(cell) if _needs_quotes(cell) else cell for cell in cells]
+    return [cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in cells]
 
 
 def _quote_one(cell: str) -> str:
