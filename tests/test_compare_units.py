@@ -197,3 +197,24 @@ def test_tree_from_units_totals_is_the_tree_of_the_rows(units):
     assert set(expected["status"]) >= {"pass", "error"} and len(expected) > 20
     found = flat(hang(joined_digests([o.digest for o in units[:4]]).totals))
     pd.testing.assert_frame_equal(found, expected)
+
+
+def _unit_that_fails_or_waits(index: int) -> int:
+    import time
+
+    if index == 0:
+        raise ValueError("unit 0 is malformed")
+    time.sleep(60)
+    return index
+
+
+def test_a_failing_unit_stops_the_pool_at_once():
+    """The first unit's error is raised without waiting for the other units (each would take a minute)."""
+    import time
+
+    from workbench.dumps.units import run_units
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="unit 0 is malformed"):
+        run_units(_unit_that_fails_or_waits, [(i,) for i in range(4)], workers=2)
+    assert time.perf_counter() - start < 30
