@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         return emit(result, args.format, args.out, args.force)
 
     from ..dumps.compare_run import CompareOptions, compare_dumps
+    from ..report.emit import choose_format
 
     options = CompareOptions(arch=args.arch, mapping=args.mapping, noise=args.noise, rank=args.rank, step=args.step,
-                             workers=args.workers, part=args.part)
+                             workers=args.workers, part=args.part, output_format=choose_format(args.format, args.out))
     return emit(compare_dumps(*inputs, options), args.format, args.out, args.force)

@@ -4,18 +4,49 @@ xlsx like msprobe's workbooks), the unmatched rows with their reasons, and the m
 operator tree (collapsible in HTML)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..report.result import Result
-from .hierarchy import build_tree, flat
-from .verdict_first import first_divergence, suspects
+from .hierarchy import call_totals, flat, hang, joined_totals
+from .verdict_first import Calls, calls_of, combined, first_divergence, suspects
 
 DETAIL_FIRST = ("status", "worst_rel", "tolerance", "note", "level", "relation", "step", "rank", "order", "pass",
                 "io", "slot", "layer", "logical_module", "a_name", "b_name", "a_dtype", "b_dtype", "a_shape", "b_shape")
 
 
-def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int) -> Result:
-    first = first_divergence(evaluated)
-    suspect_table = suspects(evaluated)
-    tree = build_tree(evaluated)
+@dataclass(frozen=True)
+class Digest:
+    """What the summary and the tree are read from, besides counts: the diverging calls and the per-call totals.
+    Each unit's is found where the unit is compared (a pool's worker); :func:`joined_digests` combines them
+    exactly, so the parent does not walk the joined pairs row by row again."""
+
+    calls: Calls
+    totals: list
+
+
+def digest(evaluated) -> Digest:
+    return Digest(calls_of(evaluated), call_totals(evaluated))
+
+
+def joined_digests(parts: list[Digest]) -> Digest:
+    """The digest of the units' pairs joined in unit order (``tests/test_compare_units.py`` holds it equal)."""
+    if len(parts) == 1:
+        return parts[0]
+    return Digest(combined([p.calls for p in parts]), joined_totals([p.totals for p in parts]))
+
+
+def detail_columns(columns) -> list[str]:
+    """The pairs table's columns as the report shows them: :data:`DETAIL_FIRST`, then the rest in order."""
+    return [*DETAIL_FIRST, *(c for c in columns if c not in DETAIL_FIRST)]
+
+
+def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int,
+                   found: Digest | None = None) -> Result:
+    """The report; ``found`` is ``digest(evaluated)`` when the caller has it (the units' digests joined)."""
+    found = digest(evaluated) if found is None else found
+    first = first_divergence(evaluated, found.calls)
+    suspect_table = suspects(evaluated, calls=found.calls)
+    tree = hang(found.totals)
     unmatched = matching.unmatched
     counts = {side: int((unmatched["side"] == side).sum()) for side in ("A", "B")}
     summary = [f"matched pairs: {len(evaluated)}; rows unmatched: A {counts['A']} of {total_a}, "
@@ -26,7 +57,7 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     differing = _differing_from_the_start(evaluated) if first is None else None
     if differing:
         summary.insert(1, differing)
-    detail = evaluated[[*DETAIL_FIRST, *(c for c in evaluated.columns if c not in DETAIL_FIRST)]]
+    detail = evaluated[detail_columns(evaluated.columns)]
     unmatched_view = unmatched.copy(deep=False)            # the same columns, status added: no copy of the rows
     unmatched_view["status"] = "unmatched"
     verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing and not differing.startswith("note") else "PASS"

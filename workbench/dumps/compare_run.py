@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import InputError
 from .units import parse_part, run_units, select_part, unit_rows, units_of
@@ -23,6 +24,19 @@ class CompareOptions:
     step: int | None = None
     workers: int = 1
     part: str | None = None
+    output_format: str | None = None      # "csv": each unit writes its CSV rows where it is compared
+
+
+class UnitOutcome(NamedTuple):
+    """One unit compared: what a pool's worker hands back (pickled), in the form the parent joins as it is."""
+
+    evaluated: object                     # the pairs with their verdicts
+    unmatched: object
+    sizes: tuple[int, int]                # rows per side
+    formats: dict
+    notes: list[str]
+    digest: object                        # compare_result.Digest of the pairs
+    csv: tuple | None                     # unit_join.unit_csv of the pairs' report view, when asked
 
 
 def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptions | None = None):
@@ -32,37 +46,35 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
     reading too; other layouts are read whole first and split by unit.
     """
 
-    from .compare_result import compare_result
+    from .compare_result import compare_result, joined_digests
     from .match import Matching
+    from .unit_join import joined, joined_csv
 
     options = options or CompareOptions()
     part = parse_part(options.part)
     sources = [_unit_sources(path, side, options) for path, side in ((path_a, "A"), (path_b, "B"))]
     noise = _unit_sources(options.noise, "A", options) if options.noise else {}
     units = select_part(sorted(set(sources[0]) | set(sources[1])), part)
-    jobs = [(sources[0].get(unit), sources[1].get(unit), noise.get(unit), options.arch, options.mapping)
+    csv = options.output_format == "csv"
+    jobs = [(sources[0].get(unit), sources[1].get(unit), noise.get(unit), options.arch, options.mapping, csv)
             for unit in units]
     results = run_units(compare_unit, jobs, options.workers)
     if not results:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
                          "check --rank/--step, or give fewer parts than units")
-    unmatched, evaluated = (_joined([r[k] for r in results]) for k in (1, 2))
-    pairs = evaluated                         # the pairs with their verdicts (compare_result reads those)
-    totals = [sum(r[3][side] for r in results) for side in (0, 1)]          # rows of the units compared
-    result = compare_result(Matching(pairs, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals)
-    formats = {side: next((r[4][side] for r in results if r[4][side]), None) for side in ("A", "B")}
-    notes = list(dict.fromkeys(note for r in results for note in r[5]))
+    unmatched, evaluated = joined([r.unmatched for r in results]), joined([r.evaluated for r in results])
+    totals = [sum(r.sizes[side] for r in results) for side in (0, 1)]          # rows of the units compared
+    result = compare_result(Matching(evaluated, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals,
+                            found=joined_digests([r.digest for r in results]))
+    text = joined_csv(result.main_table, [r.csv for r in results]) if csv else None
+    if text is not None:
+        result.renderers["csv"] = lambda _result: text
+    formats = {side: next((r.formats[side] for r in results if r.formats[side]), None) for side in ("A", "B")}
+    notes = list(dict.fromkeys(note for r in results for note in r.notes))
     result.notes += notes + ([f"part {part[0]} of {part[1]}: units {units}; join the parts with "
                                "`workbench compare merge`"] if part else [])
     result.facts.update({"units": [list(u) for u in units], "part": options.part, "module_formats": formats})
     return result
-
-
-def _joined(frames: list):
-    """The units' tables as one (a single unit's table as it is: no copy of hundreds of MB)."""
-    import pandas as pd
-
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _unit_sources(path: Path | str, side: str, options: CompareOptions) -> dict:
@@ -110,16 +122,22 @@ def _table(source, side: str):
     return source.assign(side=side)
 
 
-def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
-    """One (step, rank) unit: (pairs, unmatched, evaluated, rows per side, module formats, notes); the pairs are
-    evaluated in place, so the first and third are one table. Top-level so a process pool can run it; it reads
-    its own folders when given paths. The cyclic collector is paused throughout (:func:`.rows.gc_paused`): matching
-    makes a Python object per call and per row position that lives to the end, which it would walk again and
-    again (a third of the matching time on 200k rows)."""
+def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None,
+                 csv: bool = False) -> UnitOutcome:
+    """One (step, rank) unit compared, with its digest and (``csv``) its report rows' CSV text, so the parent
+    only joins (:mod:`.unit_join`). Top-level so a process pool can run it; it reads its own folders when given
+    paths. The cyclic collector is paused throughout (:func:`.rows.gc_paused`): matching makes a Python object per
+    call and per row position that lives to the end, which it would walk again and again (a third of the
+    matching time on 200k rows)."""
+    from .compare_result import detail_columns, digest
     from .rows import gc_paused
+    from .unit_join import unit_csv
 
     with gc_paused():
-        return _compare_unit(a_source, b_source, noise_source, arch, mapping_path)
+        evaluated, unmatched, sizes, formats, notes = _compare_unit(a_source, b_source, noise_source, arch,
+                                                                    mapping_path)
+        text = unit_csv(evaluated[detail_columns(evaluated.columns)]) if csv else None
+        return UnitOutcome(evaluated, unmatched, sizes, formats, notes, digest(evaluated), text)
 
 
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
@@ -139,4 +157,4 @@ def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pa
     del a, b, noise                           # the dump tables: memory for the verdicts and the report
     release_free_memory()
     evaluated = evaluate(matching.pairs, spread, in_place=True)
-    return (evaluated, matching.unmatched, evaluated, sizes, formats, notes)
+    return evaluated, matching.unmatched, sizes, formats, notes

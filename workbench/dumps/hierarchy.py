@@ -29,11 +29,17 @@ def build_tree(evaluated, model: str = "model") -> Node:
     """The tree of ``evaluated`` pairs. Rows are aggregated per call on whole columns (count, worst finite
     difference, worst status), then the calls are hung in order of first appearance: the same tree as adding
     the rows one by one."""
+    return hang(call_totals(evaluated), model)
+
+
+def call_totals(evaluated) -> list[tuple[tuple[str, str, str], int, float, int]]:
+    """Per call, in order of first appearance: ((layer, module, call) labels, rows, worst finite relative
+    difference (0.0 when none), worst status rank). A process pool's workers total their units and the parent
+    joins them with :func:`joined_totals`."""
     import numpy as np
 
-    root = Node(model)
     if not len(evaluated):
-        return root
+        return []
     labels: dict = {}
     layers = []
     for value in evaluated["layer"].tolist():
@@ -55,14 +61,40 @@ def build_tree(evaluated, model: str = "model") -> Node:
     np.maximum.at(worst, index[finite], values[finite])
     ranks = np.zeros(len(ids), dtype=np.int64)
     np.maximum.at(ranks, index, np.asarray([STATUS_RANK.get(s, 0) for s in evaluated["status"].tolist()]))
+    return list(zip(ids, rows.tolist(), worst.tolist(), ranks.tolist(), strict=True))
+
+
+def joined_totals(parts: list[list]) -> list:
+    """The call totals of the joined rows, from each unit's (in unit order): rows added, worst of the worst;
+    a call first seen in an earlier unit keeps its place. Exact: counts are integers, maxima are maxima."""
+    found: dict[tuple, list] = {}
+    for part in parts:
+        for key, count, high, rank in part:
+            seen = found.get(key)
+            if seen is None:
+                found[key] = [count, high, rank]
+            else:
+                seen[0] += count
+                seen[1] = max(seen[1], high)
+                seen[2] = max(seen[2], rank)
+    return [(key, *values) for key, values in found.items()]
+
+
+def hang(totals: list, model: str = "model") -> Node:
+    """The tree of call totals (:func:`call_totals`): model → layer → module → call."""
+    root = Node(model)
     names = {rank: status for status, rank in STATUS_RANK.items()}
-    for (layer, module, call), count, high, rank in zip(ids, rows.tolist(), worst.tolist(), ranks.tolist(),
-                                                        strict=True):
+    for (layer, module, call), count, high, rank in totals:
         node = root
         for name in (None, layer, module, call):
-            node = node if name is None else node.children.setdefault(name, Node(name))
+            if name is not None:
+                child = node.children.get(name)
+                if child is None:
+                    child = node.children[name] = Node(name)
+                node = child
             node.rows += count
-            node.worst = max(node.worst, high)
+            if high > node.worst:
+                node.worst = high
             if rank > STATUS_RANK.get(node.status, 0):
                 node.status = names[rank]
     return root
@@ -72,13 +104,14 @@ def flat(root: Node):
     """The tree as a table: depth, path, worst relative difference, status, rows."""
     import pandas as pd
 
-    rows = []
+    columns: dict[str, list] = {"depth": [], "path": [], "worst_rel": [], "status": [], "rows": []}
 
     def visit(node: Node, depth: int, path: str) -> None:
         here = f"{path}/{node.name}" if path else node.name
-        rows.append({"depth": depth, "path": here, "worst_rel": node.worst, "status": node.status, "rows": node.rows})
+        for column, value in zip(columns.values(), (depth, here, node.worst, node.status, node.rows), strict=True):
+            column.append(value)
         for child in node.children.values():
             visit(child, depth + 1, here)
 
     visit(root, 0, "")
-    return pd.DataFrame(rows, columns=["depth", "path", "worst_rel", "status", "rows"])
+    return pd.DataFrame(columns)

@@ -7,6 +7,7 @@ joins the parts' JSON reports.
 """
 from __future__ import annotations
 
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable
 
@@ -60,5 +61,23 @@ def run_units(function: Callable, jobs: Iterable[tuple], workers: int = 1) -> li
         raise InputError("--workers", f"expected a positive number, found {workers}", "e.g. --workers 4")
     if workers == 1 or len(jobs) <= 1:
         return [function(*job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        return list(pool.map(function, *zip(*jobs, strict=True)))
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)))
+    started: set = set()
+    try:
+        results = pool.map(function, *zip(*jobs, strict=True))      # every job submitted: the workers exist
+        started = set(multiprocessing.active_children()) - before
+        return list(results)
+    except BaseException:
+        _stop(pool, started)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor, workers: set) -> None:
+    """A unit failed or the run was interrupted: the units not started are cancelled and the running ones
+    stopped, so the error (or Ctrl-C, SIGTERM) does not wait for every other unit to finish."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()

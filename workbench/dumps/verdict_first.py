@@ -10,6 +10,7 @@ order of A); suspects are every diverging call ranked by how much it amplified t
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .schema import row_dicts
 
@@ -39,7 +40,7 @@ def diverging_calls(evaluated) -> list[dict]:
                       "amplification": worst_out / max(worst_in, tol, 1e-30),
                       "stack_a": first["a_stack_id"], "stack_b": first["b_stack_id"],
                       "note": "; ".join(sorted({r["note"] for r in outputs if r["note"]}))})
-    return sorted(found, key=lambda c: (c["step"], c["rank"], c["order"]))
+    return sorted(found, key=_call_key)
 
 
 def _call_ids(evaluated):
@@ -80,6 +81,12 @@ FLOATS = ("float64", "float32", "bfloat16", "float16", "float8")
 
 def first_precision_change(evaluated) -> dict | None:
     """The earliest matched call with a row whose floating dtypes differ between the sides, or None."""
+    found = _precision_change(evaluated)
+    return found[1] if found else None
+
+
+def _precision_change(evaluated) -> tuple[tuple, dict] | None:
+    """(the changed row's (step, rank, order), :func:`first_precision_change`), or None."""
     import numpy as np
 
     a, b = evaluated["a_dtype"], evaluated["b_dtype"]
@@ -88,6 +95,7 @@ def first_precision_change(evaluated) -> dict | None:
         return None
     step, rank, order = (evaluated[c].to_numpy() for c in ("step", "rank", "order"))
     earliest = int(min(changed_rows, key=lambda i: (step[i], rank[i], order[i])))      # first of a stable sort
+    key = (step[earliest], rank[earliest], order[earliest])
     changed = row_dicts(evaluated.iloc[[earliest]])[0]
     ids, _ = _call_ids(evaluated)
     members = np.flatnonzero(ids == ids[earliest])
@@ -96,7 +104,7 @@ def first_precision_change(evaluated) -> dict | None:
     worst_in = max((_finite(r["worst_rel"]) for r in inputs), default=0.0)
     worst_out = max((_finite(r["worst_rel"]) for r in outputs), default=0.0)
     tol = max((r["tolerance"] for r in call), default=0.0)
-    return {"step": changed["step"], "rank": changed["rank"], "order": min(r["order"] for r in call),
+    return key, {"step": changed["step"], "rank": changed["rank"], "order": min(r["order"] for r in call),
             "level": changed["level"], "call_a": changed["call_a"], "call_b": changed["call_b"],
             "layer": changed["layer"], "logical_module": changed["logical_module"],
             "module_a": changed["a_module_path"], "module_b": changed["b_module_path"], "pass": changed["pass"],
@@ -106,19 +114,48 @@ def first_precision_change(evaluated) -> dict | None:
             "note": f"precision: A {changed['a_dtype']}, B {changed['b_dtype']} ({changed['io']} {changed['slot']})"}
 
 
-def first_divergence(evaluated) -> dict | None:
+@dataclass(frozen=True)
+class Calls:
+    """What the first divergence and the suspects are read from: the diverging calls in (step, rank, order)
+    order and the first precision change. A unit's calls never reach into another unit (a call is keyed by its
+    step and rank), so units' ``Calls`` :func:`combined` in unit order are those of their joined pairs: a process
+    pool's workers find them per unit and the parent only combines."""
+
+    diverging: list[dict]
+    precision: tuple[tuple, dict] | None           # (the changed row's (step, rank, order), the call)
+
+
+def calls_of(evaluated) -> Calls:
+    return Calls(diverging_calls(evaluated), _precision_change(evaluated) if len(evaluated) else None)
+
+
+def combined(parts: list[Calls]) -> Calls:
+    """The units' calls as one: diverging calls joined and stably sorted (within a unit they are sorted
+    already, so equal keys keep their order of appearance), the earliest precision change (the first unit's
+    on equal keys, as a stable sort of the joined rows would)."""
+    diverging = sorted((c for part in parts for c in part.diverging), key=_call_key)
+    changes = [part.precision for part in parts if part.precision is not None]
+    return Calls(diverging, min(changes, key=lambda change: change[0]) if changes else None)
+
+
+def _call_key(call: dict) -> tuple:
+    return call["step"], call["rank"], call["order"]
+
+
+def first_divergence(evaluated, calls: Calls | None = None) -> dict | None:
     """The earliest diverging call (values, or a precision change) across steps and ranks, or None."""
-    found = diverging_calls(evaluated)
-    precision = first_precision_change(evaluated) if len(evaluated) else None
-    candidates = [c for c in (found[0] if found else None, precision) if c is not None]
-    return min(candidates, key=lambda c: (c["step"], c["rank"], c["order"])) if candidates else None
+    calls = calls_of(evaluated) if calls is None else calls
+    precision = calls.precision[1] if calls.precision else None
+    candidates = [c for c in (calls.diverging[0] if calls.diverging else None, precision) if c is not None]
+    return min(candidates, key=_call_key) if candidates else None
 
 
-def suspects(evaluated, limit: int = SUSPECTS):
+def suspects(evaluated, limit: int = SUSPECTS, calls: Calls | None = None):
     """The diverging calls ranked by amplification (a table)."""
     import pandas as pd
 
-    ranked = sorted(diverging_calls(evaluated), key=lambda c: -c["amplification"])[:limit]
+    found = diverging_calls(evaluated) if calls is None else calls.diverging
+    ranked = sorted(found, key=lambda c: -c["amplification"])[:limit]
     return pd.DataFrame(ranked, columns=[*SUSPECT_COLUMNS, "note"])
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 
 BLOCK = 16384                      # rows formatted at a time: one block's cells exist at once, not the table's
 _PLAIN_TYPES = (str, int, float, bool)
@@ -33,26 +34,29 @@ def _quoted_by_csv() -> str:
 
 
 QUOTED = _quoted_by_csv()
+_QUOTED_ANY = re.compile(f"[{re.escape(QUOTED)}]").search     # a cell that holds one of them
 
 
-def frame_csv(frame) -> str:
-    """``frame.to_csv(index=False)``, faster for the column types report tables have (numbers, text, flags)."""
+def frame_csv(frame, header: bool = True) -> str:
+    """``frame.to_csv(index=False, header=header)``, faster for the column types report tables have (numbers,
+    text, flags). Each row's text depends on that row and the column types only, so the rows of tables with the
+    same columns and types can be written apart and joined after one header (``workbench compare``'s units)."""
     columns = list(frame.columns)
     if os.linesep != "\n" or len(columns) < 2 or not all(type(c) is str and not _needs_quotes(c) for c in columns) or \
             not all(_supported(frame[c]) for c in columns):
-        return frame.to_csv(index=False)
-    blocks = [",".join(columns) + "\n"]
+        return frame.to_csv(index=False, header=header)
+    blocks = [",".join(columns) + "\n"] if header else []
     for start in range(0, len(frame), BLOCK):
         part = frame.iloc[start:start + BLOCK]
         cells = [_cells(part[c]) for c in columns]
         if any(cell is None for cell in cells):
-            return frame.to_csv(index=False)          # an object pandas' writer prints its own way
+            return frame.to_csv(index=False, header=header)      # an object pandas' writer prints its own way
         blocks.append("\n".join(map(",".join, zip(*cells, strict=True))) + "\n")
     return "".join(blocks)
 
 
 def _needs_quotes(text: str) -> bool:
-    return any(c in text for c in QUOTED)
+    return _QUOTED_ANY(text) is not None
 
 
 def _supported(series) -> bool:
@@ -95,10 +99,9 @@ def _cells(series) -> list[str] | None:
 
 def _quote(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
-    joined = "".join(cells)
-    if not any(c in joined for c in QUOTED):
+    if _QUOTED_ANY("".join(cells)) is None:
         return cells
-    return [_quote_one(cell) if _needs_quotes(cell) else cell for cell in cells]
+    return [cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in cells]
 
 
 def _quote_one(cell: str) -> str:

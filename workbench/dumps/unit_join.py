@@ -1,0 +1,63 @@
+"""The units of a comparison joined in the parent without walking their rows again.
+
+A pool's worker compares one (step, rank) unit and hands back its tables, the unit's digest (diverging calls, call
+totals: :mod:`.compare_result`) and, when the report is CSV, the text of its rows. The parent then only joins:
+
+- :func:`joined`: the units' tables as ``pd.concat(frames, ignore_index=True)`` gives them, column by column with
+  numpy when every table has the same columns of the same types (``pd.concat`` checks each object column that is
+  all missing in some unit value by value: half a second on 72k pairs);
+- :func:`joined_csv`: the report's CSV as one header and the units' rows in unit order. A row's CSV text depends
+  on the row and its columns' types only (:func:`workbench.report.csv_text.frame_csv`), so it is used when every
+  unit that has rows has the joined table's columns with the joined table's types; otherwise the joined table is
+  written whole. ``tests/test_compare_units.py`` holds both to the straightforward path.
+"""
+from __future__ import annotations
+
+
+def joined(frames: list):
+    """``pd.concat(frames, ignore_index=True)`` (a single table as it is: no copy of hundreds of MB)."""
+    import pandas as pd
+
+    if len(frames) == 1:
+        return frames[0]
+    if not frames or not _same_columns(frames):
+        return pd.concat(frames, ignore_index=True)
+    return pd.DataFrame({name: _joined_column([frame[name] for frame in frames]) for name in frames[0].columns},
+                        copy=False)
+
+
+def _joined_column(series: list):
+    """One column of every frame, joined: numpy arrays by numpy, extension arrays by their own type."""
+    import numpy as np
+
+    if isinstance(series[0].dtype, np.dtype):
+        return np.concatenate([s.to_numpy() for s in series])
+    arrays = [s.array for s in series]
+    return type(arrays[0])._concat_same_type(arrays)
+
+
+def _same_columns(frames: list) -> bool:
+    """Every frame has the first one's column labels (unique strings, in order) and the same type in each."""
+    first = frames[0]
+    if not first.columns.is_unique or not all(type(name) is str for name in first.columns):
+        return False
+    types = list(first.dtypes)
+    return all(frame.columns.equals(first.columns) and list(frame.dtypes) == types for frame in frames[1:])
+
+
+def unit_csv(detail) -> tuple[str, list, list]:
+    """A unit's CSV rows (no header) with the column labels and types they were written with."""
+    from ..report.csv_text import frame_csv
+
+    return frame_csv(detail, header=False), list(detail.columns), list(detail.dtypes)
+
+
+def joined_csv(detail, parts: list[tuple[str, list, list]]) -> str | None:
+    """The CSV text of ``detail`` (the joined units' table) from the units' :func:`unit_csv` in unit order, or
+    None when some unit with rows was written with other columns or types than ``detail`` has."""
+    from ..report.csv_text import frame_csv
+
+    columns, types = list(detail.columns), list(detail.dtypes)
+    if any(text and (names != columns or kinds != types) for text, names, kinds in parts):
+        return None
+    return frame_csv(detail.iloc[:0]) + "".join(text for text, _, _ in parts)
