@@ -86,7 +86,8 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = read_bytes(path, what=what)
-    found = _read_native(raw, path, step, rank, fmt)
+    beside = Beside(path.parent, fmt)
+    found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
     if json_depth(raw) > JSON_DEPTH_LIMIT:
@@ -94,7 +95,7 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     text = decode_utf8(raw, str(path))
     del raw
     try:
-        return _read_entries(data_entries(text), path, step, rank, fmt)
+        return _read_entries(data_entries(text), path, step, rank, fmt, beside)
     except (Irregular, InputError):
         pass                        # decoded whole: json.loads' own error, or the error of the entry it keeps
     doc = parse_json(text, str(path), what=what)
@@ -102,26 +103,54 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         found = "no 'data' mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
         raise InputError(str(path), f"holds {found}, expected an msprobe dump.json", FIX)
-    return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt)
+    return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt, beside)
 
 
-def _read_native(raw: bytes, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict | None:
-    """The compiled scanner's columns, or None where the Python reader below must decide."""
-    m = fmt.msprobe
+class Beside:
+    """construct.json and stack.json of a dump.json's folder, read once: :meth:`load` may read them early (while
+    the compiled scan runs in another thread); an error is kept and raised where the reader asks for the file,
+    so errors come in the order of a reader that reads them when it needs them."""
 
-    def info_of(names: list[str]) -> list[tuple[str, str, str, bool]]:
-        parents, cache = _construct(path.parent / m["construct_file"]), {}
-        return [_entry_info(name, parents, fmt, cache) for name in names]
+    def __init__(self, folder: Path, fmt: DumpFormats):
+        self.fmt = fmt
+        self.paths = {"parents": folder / fmt.msprobe["construct_file"], "stacks": folder / fmt.msprobe["stack_file"]}
+        self.found: dict = {}
 
-    return native_columns(raw, str(path), step, rank, fmt, info_of, lambda: _stacks(path.parent / m["stack_file"]))
+    def load(self) -> None:
+        for key in self.paths:
+            try:
+                self._get(key)
+            except InputError:
+                pass                                            # kept: raised when asked for
+
+    def parents(self) -> dict:
+        return self._get("parents")
+
+    def stacks(self) -> dict[str, str]:
+        return self._get("stacks")
+
+    def infos(self, names: list[str]):
+        """:func:`_entry_infos` of these entry names with construct.json's parents."""
+        return _entry_infos(names, self.parents(), self.fmt)
+
+    def _get(self, key: str):
+        if key not in self.found:
+            try:
+                self.found[key] = (_construct if key == "parents" else _stacks)(self.paths[key]), None
+            except InputError as error:
+                self.found[key] = None, error
+        value, error = self.found[key]
+        if error is not None:
+            raise error
+        return value
 
 
-def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
+def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, beside: Beside) -> dict:
     m = fmt.msprobe
     if next(entries) is not DATA_FOUND:                       # pragma: no cover - data_entries yields it first
         raise Irregular
-    parents = _construct(path.parent / m["construct_file"])
-    stacks = _stacks(path.parent / m["stack_file"])
+    parents = beside.parents()
+    stacks = beside.stacks()
     sink = Sink(str(path), fmt)
     infos: dict = {}
     for entry, body in entries:
@@ -145,6 +174,43 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -
                 offset = len(value)
     return sink.columns(step=step, rank=rank)
 
+
+def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
+    """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
+    any is a parameter gradient: one loop with the patterns' bound methods, module paths once per path or
+    parent."""
+    m = fmt.msprobe
+    module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
+    cache: dict = {}
+    ops, modules, passes, grad = [], [], [], False
+    for name in names:
+        found = module_match(name)
+        if found:
+            cls, path, pass_ = found.group("cls", "path", "pass")
+            module = cache.get(path)
+            if module is None:
+                module = _module_of(path, m, cache)
+            if pass_ == "parameters_grad":
+                grad, pass_ = True, "backward"
+            ops.append(intern(cls))
+            modules.append(module)
+            passes.append(intern(pass_))
+            continue
+        parent = parent_of(name)
+        module = cache.get(("parent", parent)) if type(parent) is str else ""
+        if module is None:
+            module = _owner_module(parent, m, cache)
+        found = api_match(name)
+        if found:
+            prim, api, pass_ = found.group("prim", "api", "pass")
+            ops.append(intern(prim or api))
+            passes.append(intern(pass_))
+        else:
+            op, _, pass_, _ = _entry_info(name, parents, fmt, cache)
+            ops.append(op)
+            passes.append(pass_)
+        modules.append(module)
+    return ops, modules, passes, grad
 
 
 def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
@@ -242,12 +308,8 @@ def _stacks(path: Path) -> dict[str, str]:
     data = read_json(path, what="msprobe stack.json")
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
-    found: dict[str, str] = {}
-    for key, value in data.items():
-        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
-            for name in value[0]:
-                if isinstance(name, str):
-                    found.setdefault(name, str(key))
-        else:
-            found.setdefault(str(key), str(key))
-    return found
+    # {name: the first key naming it}: the items reversed, so that the first key is the one kept; a value of
+    # another form names its own key
+    return {name: key for key, value in reversed(data.items())
+            for name in (value[0] if type(value) is list and len(value) == 2 and type(value[0]) is list else (key,))
+            if type(name) is str}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import InputError, location
 from .formats import DumpFormats
+from .msprobe_arrays import integers
 from .schema import as_table
 
 _SHAPE = re.compile(r"^\s*[\(\[]?\s*(?P<dims>[0-9,\s]*?)\s*,?\s*[\)\]]?\s*$")
@@ -123,7 +124,19 @@ def concat_columns(parts: list[dict]) -> dict:
     if len(parts) == 1:
         return parts[0]
     keys = dict.fromkeys(key for part in parts for key in part)
-    return {key: np.concatenate([np.asarray(part[key], dtype=_kind(part[key])) for part in parts]) for key in keys}
+    return {key: _joined([part[key] for part in parts]) for key in keys}
+
+
+def _joined(columns: list):
+    """One column of several parts: pandas arrays of one type joined as such, the rest as numpy arrays."""
+    import numpy as np
+    import pandas as pd
+
+    first = columns[0]
+    if isinstance(first, pd.api.extensions.ExtensionArray) and all(
+            type(c) is type(first) and c.dtype == first.dtype for c in columns):
+        return type(first)._concat_same_type(columns)
+    return np.concatenate([np.asarray(c, dtype=_kind(c)) for c in columns])
 
 
 def _kind(values):
@@ -149,8 +162,9 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     columns["side"] = repeated(side, size)
     module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
     columns["module_path"] = module
-    layers = {path: fmt.layer(path) if path else None for path in dict.fromkeys(module.tolist())}
-    columns["layer"] = [layers[path] for path in module.tolist()]
+    codes, paths = pd.factorize(module, use_na_sentinel=False)
+    layers = [fmt.layer(path) if path else None for path in paths.tolist()]
+    columns["layer"] = integers(codes, layers.__getitem__)
     for text in ("logical_module", "md5", "stack_id", "name", "op"):
         if text not in columns:
             columns[text] = repeated("", size)
