@@ -2,8 +2,6 @@
 integer columns with a mask (pandas' nullable ``Int64`` built from them, not from a Python object per row)."""
 from __future__ import annotations
 
-INT64_MAX = (1 << 63) - 1
-
 
 def by_id(ids, value_of):
     """An object array: ``value_of(i)`` for each row's id ``i``, computed once per distinct id."""
@@ -17,17 +15,12 @@ def by_id(ids, value_of):
 
 def integers(ids, value_of):
     """A nullable ``Int64`` array: ``value_of(i)`` (an int, or None for <NA>) for each row's id ``i``, once per
-    distinct id. A value beyond int64 stays a Python object (an object array), so pandas decides what it does
-    with it, as for the Python reader's lists."""
+    distinct id."""
     import numpy as np
     import pandas as pd
 
     distinct, inverse = np.unique(ids, return_inverse=True)
     found = [value_of(i) for i in distinct.tolist()]
-    if any(v is not None and not -INT64_MAX - 1 <= v <= INT64_MAX for v in found):
-        values = np.empty(len(found), dtype=object)
-        values[:] = found
-        return values[inverse.reshape(-1)]
     missing = np.array([v is None for v in found], dtype=bool)
     exact = np.array([0 if v is None else v for v in found], dtype=np.int64)
     inverse = inverse.reshape(-1)

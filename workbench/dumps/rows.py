@@ -14,6 +14,7 @@ from .msprobe_arrays import integers
 from .schema import as_table
 
 _SHAPE = re.compile(r"^\s*[\(\[]?\s*(?P<dims>[0-9,\s]*?)\s*,?\s*[\)\]]?\s*$")
+INT64_MAX = (1 << 63) - 1                # element counts are int64 columns
 NUMBER_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 
 
@@ -60,6 +61,9 @@ def shape_of(value, where: str, key: str = "shape") -> list[int] | None:
         value = [int(part) for part in found.group("dims").replace(" ", "").split(",") if part]
     if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
         raise InputError(where, f"{key} is {str(value)[:40]}, expected a list of non-negative integers",
+                         "fix or regenerate the dump")
+    if math.prod(value) > INT64_MAX:
+        raise InputError(where, f"{key} is {str(value)[:40]}, more elements than a 64-bit count holds",
                          "fix or regenerate the dump")
     return value
 

@@ -1,0 +1,211 @@
+"""The fast pieces of reading an msprobe dump held equal to the plain ones: entry names through one loop
+(``_entry_infos``) against the per-entry ``_entry_info`` on fuzzed names; stack.json's comprehension against the
+loop it replaced; the side files (construct.json, stack.json) read while the scan runs, with their errors raised
+where the plain reader raises them; array columns (nullable ``Int64`` from values and a mask) against
+``pd.array`` of the lists; the C count against ``bytes.count``; dumps of several ranks and steps."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.dumps import msprobe_native
+from workbench.dumps.formats import load_dump_formats
+from workbench.dumps.msprobe_arrays import by_id, counts, integers
+from workbench.dumps.readers_msprobe import _entry_info, _entry_infos, _stacks, read_msprobe
+from workbench.errors import InputError
+from workbench.native import library
+
+TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.5, "Min": -0.5, "Mean": 0.25,
+          "Norm": 2.0}
+native = pytest.mark.skipif(library("dumpscan") is None,
+                            reason="the dumpscan library is not built (python workbench/native/build.py)")
+
+
+def _fuzzed_names(rng: random.Random, count: int) -> list[str]:
+    kinds = ["Module", "Cell", "Functional", "Tensor", "Torch", "Primitive", "Jit", "Mint", "x", ""]
+    pieces = ["module", "network", "_backbone", "decoder", "layers", "0", "12", "attn", "Linear", "MatMul",
+              "__add__", "forward", "backward", "parameters_grad", "", "a-b", "é", "9x", "Q"]
+    names = []
+    for _ in range(count):
+        parts = [rng.choice(kinds)] + [rng.choice(pieces) for _ in range(rng.randint(0, 7))]
+        if rng.random() < 0.6:
+            parts += [str(rng.randint(0, 30)), rng.choice(["forward", "backward"])] if rng.random() < 0.5 else \
+                [rng.choice(["forward", "backward", "parameters_grad"]), str(rng.randint(0, 30))]
+        names.append(".".join(parts))
+    return list(dict.fromkeys(names))
+
+
+def test_entry_infos_equal_per_entry_on_fuzzed_names():
+    fmt = load_dump_formats()
+    rng = random.Random(11)
+    names = _fuzzed_names(rng, 4000)
+    owners = ["Module.module.decoder.layers.3.MLP.forward.0", "Cell.network.model.Block.backward.2", "not.a.module",
+              None, 7, ["x"], ""]
+    parents = {name: rng.choice(owners) for name in names if rng.random() < 0.7}
+    ops, modules, passes, grad = _entry_infos(names, parents, fmt)
+    expected = [_entry_info(name, parents, fmt, {}) for name in names]
+    assert ops == [e[0] for e in expected]
+    assert modules == [e[1] for e in expected]
+    assert passes == [e[2] for e in expected]
+    assert grad == any(e[3] for e in expected)
+    assert grad and any(m == "decoder.layers.3" for m in modules)       # wrappers dropped, gradients seen
+
+
+def _stacks_by_loop(data: dict) -> dict[str, str]:
+    """The loop ``_stacks`` replaced: the first key naming a name wins; another form names its own key."""
+    found: dict[str, str] = {}
+    for key, value in data.items():
+        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+            for name in value[0]:
+                if isinstance(name, str):
+                    found.setdefault(name, str(key))
+        else:
+            found.setdefault(str(key), str(key))
+    return found
+
+
+def test_stacks_equal_the_loop_on_every_form(tmp_path):
+    data = {
+        "0": [["a", "b"], ["File x, line 1"]],
+        "1": [["b", "c", 3, None, ["d"]], []],            # b already named by 0; non-strings skipped
+        "a": ["line only"],                               # the older form: {name: [lines]}
+        "2": [["a"], ["again"]],
+        "3": [["e"], ["x"], ["three members"]],           # not [names, lines]: names its own key
+        "4": {"names": ["f"]},
+        "5": [None, ["x"]],
+        "c": [["g"], []],
+        "6": [[], []],
+        "7": "text",
+    }
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(data))
+    assert _stacks(path) == _stacks_by_loop(data)
+    assert _stacks(path)["b"] == "0" and _stacks(path)["a"] == "0" and _stacks(path)["3"] == "3"
+
+
+def _unit(folder: Path, data: dict, construct: str | bytes | None = None, stack: str | bytes | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "mix", "data": data}))
+    for name, text in (("construct.json", construct), ("stack.json", stack)):
+        if text is not None:
+            (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    return folder
+
+
+def _outcome(root: Path, monkeypatch, native_: bool):
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1" if native_ else "0")
+    try:
+        return "table", read_msprobe(root)
+    except InputError as error:
+        return "error", str(error)
+
+
+def _both(root: Path, monkeypatch):
+    fast, plain = _outcome(root, monkeypatch, True), _outcome(root, monkeypatch, False)
+    assert fast[0] == plain[0]
+    if fast[0] == "error":
+        assert fast[1] == plain[1] and "\n" not in fast[1]
+    else:
+        pd.testing.assert_frame_equal(fast[1], plain[1], check_exact=True)
+    return fast
+
+
+DATA = {"Functional.linear.0.forward": {"input_args": [TENSOR], "output": [TENSOR]},
+        "Module.module.layers.0.Linear.forward.0": {"input_args": [TENSOR], "output": [TENSOR]}}
+CONSTRUCT = json.dumps({"Functional.linear.0.forward": "Module.module.layers.0.Linear.forward.0"})
+STACK = json.dumps({"0": [["Functional.linear.0.forward"], ["File m.py, line 3"]]})
+HOSTILE = {                                           # each class of bad side file, by what it breaks
+    "truncated": CONSTRUCT[:-7].encode(),
+    "non_utf8": b'{"a": "\xff\xfe"}',
+    "wrong_type": b'["Functional.linear.0.forward"]',
+    "deep": b"[" * 50_000 + b"]" * 50_000,
+}
+
+
+@pytest.mark.parametrize("which", ["construct.json", "stack.json"])
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_side_files_give_one_error_on_both_paths(which, kind, tmp_path, monkeypatch):
+    side = {"construct": HOSTILE[kind] if which == "construct.json" else CONSTRUCT,
+            "stack": HOSTILE[kind] if which == "stack.json" else STACK}
+    root = _unit(tmp_path / "step0" / "rank0", DATA, **side)
+    outcome, message = _both(root, monkeypatch)
+    assert outcome == "error" and which in message
+
+
+def test_absurd_side_file_size_is_refused_before_reading(tmp_path, monkeypatch):
+    from workbench.input_files import TEXT_LIMIT
+
+    root = _unit(tmp_path / "rank0", DATA, construct=CONSTRUCT)
+    with open(root / "stack.json", "wb") as handle:            # sparse: nothing written, size claimed
+        handle.truncate(TEXT_LIMIT + 1)
+    outcome, message = _both(root, monkeypatch)
+    assert outcome == "error" and "stack.json" in message and "more than" in message
+
+
+def test_side_file_errors_come_after_the_dump_json_error(tmp_path, monkeypatch):
+    """construct.json is read while the scan runs, but its error is raised only where the plain reader reads
+    it: a dump.json that is not UTF-8 is named first; construct.json's error comes before stack.json's."""
+    root = _unit(tmp_path / "rank0", DATA, construct=b"{", stack=b"{")
+    raw = (root / "dump.json").read_bytes()
+    (root / "dump.json").write_bytes(raw.replace(b"linear", b"lin\xffar", 1))
+    outcome, message = _both(root, monkeypatch)
+    assert outcome == "error" and "dump.json" in message and "UTF-8" in message
+    (root / "dump.json").write_bytes(raw)
+    outcome, message = _both(root, monkeypatch)
+    assert outcome == "error" and "construct.json" in message
+
+
+def test_several_ranks_and_steps_keep_column_types(tmp_path, monkeypatch):
+    big = dict(TENSOR, shape=[2 ** 40, 2 ** 40])                         # numel beyond int64: one-line error
+    for step in (0, 1):
+        for rank in (0, 1):
+            data = dict(DATA, **{f"Tensor.add.{rank}.forward": {"output": [dict(TENSOR, nan_count=rank)]}})
+            if step == 1 and rank == 1:
+                data["Tensor.mul.0.forward"] = {"output": [dict(TENSOR, shape=None), dict(TENSOR, shape=[])]}
+            _unit(tmp_path / f"step{step}" / f"rank{rank}", data, construct=CONSTRUCT, stack=STACK)
+    outcome, table = _both(tmp_path, monkeypatch)
+    assert outcome == "table" and str(table["nan_count"].dtype) == "Int64" and table["numel"].isna().sum() == 1
+    assert table.loc[table["module_path"] == "layers.0", "layer"].eq(0).all()
+    _unit(tmp_path / "step1" / "rank1", {"Tensor.mul.0.forward": {"output": [big]}})
+    outcome, message = _both(tmp_path, monkeypatch)
+    assert outcome == "error" and "rank1" in message and "64-bit" in message and "Tensor.mul.0.forward" in message
+
+
+def test_array_columns_equal_pandas_of_lists():
+    ids = np.array([3, -1, 3, 0, 5, 0, -1], np.int64)
+    value = {3: 12, -1: None, 0: 0, 5: 2 ** 62}
+    assert integers(ids, value.get).equals(pd.array([value[i] for i in ids.tolist()], dtype="Int64"))
+    assert by_id(ids, lambda i: f"s{i}").tolist() == [f"s{i}" for i in ids.tolist()]
+    raw = np.array([0, -1, 7, 2 ** 52], np.int64)
+    assert counts(raw).equals(pd.array([0, None, 7, 2 ** 52], dtype="Int64"))
+    empty = np.zeros(0, np.int64)
+    assert len(integers(empty, value.get)) == 0 and len(by_id(empty, str)) == 0 and len(counts(empty)) == 0
+
+
+@native
+def test_count_in_c_equals_bytes_count():
+    scanner, rng = library("dumpscan"), random.Random(3)
+    for _ in range(2000):
+        raw = bytes(rng.choice(b'nul"type ') for _ in range(rng.randint(0, 40)))
+        for word in (b"null", b'"type"', b"n", b"nn", b"ll"):
+            assert msprobe_native._count(scanner, raw, word) == raw.count(word), (raw, word)
+
+
+@native
+def test_a_failing_scan_thread_raises_in_the_reader(tmp_path, monkeypatch):
+    """An error in the scan's thread (here a MemoryError, which no file can be made to raise on demand: the
+    scan is replaced for that reason) reaches the reader, after the side files were read."""
+    root = _unit(tmp_path / "rank0", DATA, construct=CONSTRUCT, stack=STACK)
+
+    def scan(*_):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(msprobe_native, "_scan", scan)
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1")
+    with pytest.raises(MemoryError, match="no room"):
+        read_msprobe(root)
