@@ -123,7 +123,6 @@ def where_line(path: Path, line: int | None = None, key: str | None = None) -> s
 
 def concat_columns(parts: list[dict]) -> dict:
     """Several readers' column dicts (same keys) → one, in order."""
-    import numpy as np
 
     if len(parts) == 1:
         return parts[0]
