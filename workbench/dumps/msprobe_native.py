@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+from itertools import repeat
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
@@ -161,9 +162,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
 
     m = fmt.msprobe
     entries, rows, stats, dist = found
-    text = raw.decode("ascii") if raw.isascii() else None
-    spell = _texts(raw, text, dist)
-    names = _texts(raw, text, entries[:, :2])
+    spell = _texts(raw, dist)
+    names = _texts(raw, entries[:, :2])
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
     ops, modules, passes, grad = beside.infos(names)
@@ -171,7 +171,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
     if named.any():
-        subs = [(e, k, _text(raw, text, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
+        subs = [(e, k, _text(raw, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
         if len(set(subs)) != len(subs):
             return None                                   # a repeated argument name
     backward = np.asarray(passes, dtype=object) == "backward" if passes else np.zeros(0, bool)
@@ -188,7 +188,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, text, rows, names, backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, names, backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in np.unique(rows[:, SHAPE]).tolist()}
@@ -201,7 +201,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
     per_entry = {"op": ops, "module_path": modules, "pass": passes}
     stacks = beside.stacks()
-    per_entry["stack_id"] = [stacks.get(name, "") for name in names]
+    per_entry["stack_id"] = list(map(stacks.get, names, repeat("", len(names))))
     for column, values in per_entry.items():
         out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
     out["rank"] = np.full(size, rank, dtype=np.int64)
@@ -210,18 +210,16 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     return out
 
 
-def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
-    return text[offset:offset + length] if text is not None else raw[offset:offset + length].decode("utf-8")
+def _text(raw: bytes, offset: int, length: int) -> str:
+    return raw[offset:offset + length].decode("utf-8")
 
 
-def _texts(raw: bytes, text: str | None, spans) -> list[str]:
-    """The strings at (offset, length) rows."""
-    if text is not None:
-        return [text[o:o + n] for o, n in spans.tolist()]
+def _texts(raw: bytes, spans) -> list[str]:
+    """The strings at (offset, length) rows (the bytes were checked to be UTF-8 before)."""
     return [raw[o:o + n].decode("utf-8") for o, n in spans.tolist()]
 
 
-def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
+def _names(raw: bytes, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
     ``.{argument name}`` for a mapping's member."""
     import numpy as np
@@ -238,7 +236,7 @@ def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, 
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
-        tail = _text(raw, text, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
+        tail = _text(raw, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
         out.append(f"{names[entry]}.{label}.{tail}")
     return out
 

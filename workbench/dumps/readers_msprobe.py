@@ -182,6 +182,7 @@ def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[lis
     m = fmt.msprobe
     module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
     cache: dict = {}
+    owners: dict = {}                                         # parent name -> its module path
     ops, modules, passes, grad = [], [], [], False
     for name in names:
         found = module_match(name)
@@ -197,9 +198,9 @@ def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[lis
             passes.append(intern(pass_))
             continue
         parent = parent_of(name)
-        module = cache.get(("parent", parent)) if type(parent) is str else ""
+        module = owners.get(parent) if type(parent) is str else ""
         if module is None:
-            module = _owner_module(parent, m, cache)
+            module = owners[parent] = _owner_module(parent, m, cache)
         found = api_match(name)
         if found:
             prim, api, pass_ = found.group("prim", "api", "pass")
