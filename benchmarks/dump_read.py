@@ -21,8 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = (                                  # (module, function): what each phase measures
     ("msprobe_native", "_scan"),            # the compiled scan of dump.json's bytes (incl. its arrays)
-    ("readers_msprobe", "_construct"),      # construct.json through json
-    ("readers_msprobe", "_stacks"),         # stack.json through json, name -> stack id
+    ("readers_msprobe", "_construct"),      # construct.json (before: through json)
+    ("readers_msprobe", "_stacks"),         # stack.json, name -> stack id (before: through json)
+    ("msprobe_side", "read_construct"),     # construct.json: the compiled scan, else json
+    ("msprobe_side", "read_stacks"),        # stack.json: the compiled scan, else json
     ("readers_msprobe", "_entry_infos"),    # entry names through the YAML's grammars (op, module path, pass)
     ("readers_msprobe", "table_from_columns"),  # the pandas table
 )
@@ -60,14 +62,19 @@ def timed(totals: dict, key: str, function):
 def measure(root: Path, repeat: int) -> dict[str, float]:
     """Best of ``repeat`` per phase (seconds), with ``json.load`` of the dump.json and the whole read."""
     from workbench.dumps import msprobe_native, readers_msprobe
+
+    try:
+        from workbench.dumps import msprobe_side
+    except ImportError:                     # a version before it
+        msprobe_side = None
     from workbench.dumps.formats import load_dump_formats
 
     assert Path(readers_msprobe.__file__).is_relative_to(sys.path[0]), readers_msprobe.__file__
     fmt = load_dump_formats()
-    modules = {"msprobe_native": msprobe_native, "readers_msprobe": readers_msprobe}
+    modules = {"msprobe_native": msprobe_native, "readers_msprobe": readers_msprobe, "msprobe_side": msprobe_side}
     totals: dict[str, float] = {}
     for module, name in PHASES:
-        if hasattr(modules[module], name):
+        if modules[module] is not None and hasattr(modules[module], name):
             setattr(modules[module], name, timed(totals, name, getattr(modules[module], name)))
     best: dict[str, float] = {}
     dump_json = next(root.rglob("dump.json"))

@@ -16,7 +16,8 @@ import pytest
 from workbench.dumps import msprobe_native
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.msprobe_arrays import by_id, counts, integers
-from workbench.dumps.readers_msprobe import _entry_info, _entry_infos, _stacks, read_msprobe
+from workbench.dumps.msprobe_side import read_construct, read_stacks
+from workbench.dumps.readers_msprobe import _entry_info, _entry_infos, read_msprobe
 from workbench.errors import InputError
 from workbench.native import library
 
@@ -84,8 +85,8 @@ def test_stacks_equal_the_loop_on_every_form(tmp_path):
     }
     path = tmp_path / "stack.json"
     path.write_text(json.dumps(data))
-    assert _stacks(path) == _stacks_by_loop(data)
-    assert _stacks(path)["b"] == "0" and _stacks(path)["a"] == "0" and _stacks(path)["3"] == "3"
+    assert read_stacks(path) == _stacks_by_loop(data)
+    assert read_stacks(path)["b"] == "0" and read_stacks(path)["a"] == "0" and read_stacks(path)["3"] == "3"
 
 
 def _unit(folder: Path, data: dict, construct: str | bytes | None = None, stack: str | bytes | None = None) -> Path:
@@ -209,3 +210,68 @@ def test_a_failing_scan_thread_raises_in_the_reader(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_NATIVE", "1")
     with pytest.raises(MemoryError, match="no room"):
         read_msprobe(root)
+
+
+def _side_outcome(read, path: Path, monkeypatch, native_: bool):
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1" if native_ else "0")
+    try:
+        return "value", read(path)
+    except InputError as error:
+        return "error", str(error)
+
+
+SIDE_TEXTS = {
+    read_construct: [
+        '{"a": "M.x", "b": null, "c": "M.x"}', '{}', ' { "a" : "p" } \n', '{"a": "p", "a": "q"}',
+        '{"a\\u0041": "p"}', '{"a": "p\\n"}', '{"a": 3}', '{"a": ["p"]}', '{"a": "p",}', '{"a": "p"} x',
+        '["a"]', '"a"', '{"a": nul}', '{"a": "é"}', b'{"a": "\xff"}', '{"a": "p"', '',
+    ],
+    read_stacks: [
+        STACK, '{"0": [["a", "b"], ["l1", "l\\n2"]], "1": [["b"], []]}', '{"0": [[], []]}', '{}',
+        '{"0": [["a"], ["x"]], "0": [["b"], ["y"]]}', '{"0": [["a"], ["x"]], "1": [["a"], ["y"]]}',
+        '{"a": ["line only"]}', '{"0": [["a", 3], ["x"]]}', '{"0": [["a"], ["x"], ["z"]]}',
+        '{"0": [["a\\u0041"], ["x"]]}', '{"0": [["a"], [["deeper"]]]}', '{"0": [["a"], "x"]}',
+        '{"0": [["a"], ["x"]]} ,', '{"0": [["a"] ["x"]]}', b'{"0": [["\xc3\xa9"], ["x"]]}', b'{"0": [["\xc3"], []]}',
+    ],
+}
+
+
+@native
+@pytest.mark.parametrize("read", [read_construct, read_stacks], ids=["construct", "stack"])
+def test_side_files_equal_on_both_paths(read, tmp_path, monkeypatch):
+    """Every form, regular or not, gives the same mapping or the same one-line error with and without the
+    compiled scanner; random byte mutations of a regular file too."""
+    rng = random.Random(5)
+    base = (CONSTRUCT if read is read_construct else STACK).encode()
+    mutated = []
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(data))
+            data[at:at + 1] = bytes([rng.choice(b'{}[]",:\\ anlu0\xff')]) if rng.random() < 0.7 else b""
+        mutated.append(bytes(data))
+    outcomes = set()
+    for index, text in enumerate([*SIDE_TEXTS[read], *mutated]):
+        path = tmp_path / f"{index}.json"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        fast, plain = _side_outcome(read, path, monkeypatch, True), _side_outcome(read, path, monkeypatch, False)
+        assert fast == plain, text
+        assert type(fast[1]) is not dict or all(type(k) is str for k in fast[1])
+        outcomes.add(fast[0])
+    assert outcomes == {"value", "error"}
+
+
+@native
+def test_regular_stack_json_is_scanned_not_decoded(tmp_path, monkeypatch):
+    """The usual stack.json never reaches ``json`` (its decoder is replaced by one that fails, to see which path
+    ran), and gives the mapping of the json path: the first id naming a row."""
+    from workbench.dumps import msprobe_side
+
+    stack = tmp_path / "stack.json"
+    stack.write_text(json.dumps({str(i): [[f"n{i}", f"n{i + 1}"], [f"File \"x\", line {i}\n"]] for i in range(500)}))
+    monkeypatch.setenv("WORKBENCH_NATIVE", "0")
+    expected = read_stacks(stack)
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1")
+    monkeypatch.setattr(msprobe_side, "parse_json", lambda *_, **__: pytest.fail("decoded by json"))
+    assert read_stacks(stack) == expected
+    assert expected["n1"] == "0" and expected["n500"] == "499" and len(expected) == 501

@@ -162,8 +162,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
 
     m = fmt.msprobe
     entries, rows, stats, dist = found
-    spell = _texts(raw, dist)
-    names = _texts(raw, entries[:, :2])
+    spell = texts(raw, dist)
+    names = texts(raw, entries[:, :2])
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
     ops, modules, passes, grad = beside.infos(names)
@@ -214,9 +214,13 @@ def _text(raw: bytes, offset: int, length: int) -> str:
     return raw[offset:offset + length].decode("utf-8")
 
 
-def _texts(raw: bytes, spans) -> list[str]:
-    """The strings at (offset, length) rows (the bytes were checked to be UTF-8 before)."""
-    return [raw[o:o + n].decode("utf-8") for o, n in spans.tolist()]
+def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
+    """The strings at (offset, length) rows (the bytes were checked to be UTF-8 before); ``text``: the bytes
+    decoded, when they are ASCII (then its offsets are theirs), sliced without a bytes object per string."""
+    starts, ends = spans[:, 0].tolist(), (spans[:, 0] + spans[:, 1]).tolist()
+    if text is not None:
+        return [text[a:b] for a, b in zip(starts, ends, strict=True)]
+    return [raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 
 
 def _names(raw: bytes, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:

@@ -12,10 +12,11 @@ from pathlib import Path
 from sys import intern                  # op and pass names: one object per spelling, not one per entry
 
 from ..errors import InputError
-from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
+from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
+from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
 from .rows import (
     check_same_ranks,
@@ -86,7 +87,7 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = read_bytes(path, what=what)
-    beside = Beside(path.parent, fmt)
+    beside = Beside(path.parent, fmt, _entry_infos)
     found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
@@ -104,45 +105,6 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
         found = "no 'data' mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
         raise InputError(str(path), f"holds {found}, expected an msprobe dump.json", FIX)
     return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt, beside)
-
-
-class Beside:
-    """construct.json and stack.json of a dump.json's folder, read once: :meth:`load` may read them early (while
-    the compiled scan runs in another thread); an error is kept and raised where the reader asks for the file,
-    so errors come in the order of a reader that reads them when it needs them."""
-
-    def __init__(self, folder: Path, fmt: DumpFormats):
-        self.fmt = fmt
-        self.paths = {"parents": folder / fmt.msprobe["construct_file"], "stacks": folder / fmt.msprobe["stack_file"]}
-        self.found: dict = {}
-
-    def load(self) -> None:
-        for key in self.paths:
-            try:
-                self._get(key)
-            except InputError:
-                pass                                            # kept: raised when asked for
-
-    def parents(self) -> dict:
-        return self._get("parents")
-
-    def stacks(self) -> dict[str, str]:
-        return self._get("stacks")
-
-    def infos(self, names: list[str]):
-        """:func:`_entry_infos` of these entry names with construct.json's parents."""
-        return _entry_infos(names, self.parents(), self.fmt)
-
-    def _get(self, key: str):
-        if key not in self.found:
-            try:
-                self.found[key] = (_construct if key == "parents" else _stacks)(self.paths[key]), None
-            except InputError as error:
-                self.found[key] = None, error
-        value, error = self.found[key]
-        if error is not None:
-            raise error
-        return value
 
 
 def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, beside: Beside) -> dict:
@@ -290,27 +252,3 @@ def _nested(value, name: str, io: str, slot: int, sink: Sink) -> None:
     elif value is not None:
         raise InputError(f"{sink.path} [{name}]", f"is {type(value).__name__}, expected a tensor record (a mapping "
                          "with 'type')", FIX)
-
-
-def _construct(path: Path) -> dict:
-    """construct.json: row name → the module/cell it ran in (absent file: no parents)."""
-    if not path.is_file():
-        return {}
-    data = read_json(path, what="msprobe construct.json")
-    if not isinstance(data, dict):
-        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping of names to parents", FIX)
-    return data
-
-
-def _stacks(path: Path) -> dict[str, str]:
-    """stack.json: row name → stack id (``{"0": [[names], [lines]]}``; older: ``{name: [lines]}``)."""
-    if not path.is_file():
-        return {}
-    data = read_json(path, what="msprobe stack.json")
-    if not isinstance(data, dict):
-        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
-    # {name: the first key naming it}: the items reversed, so that the first key is the one kept; a value of
-    # another form names its own key
-    return {name: key for key, value in reversed(data.items())
-            for name in (value[0] if type(value) is list and len(value) == 2 and type(value[0]) is list else (key,))
-            if type(name) is str}
