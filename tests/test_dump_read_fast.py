@@ -275,3 +275,19 @@ def test_regular_stack_json_is_scanned_not_decoded(tmp_path, monkeypatch):
     monkeypatch.setattr(msprobe_side, "parse_json", lambda *_, **__: pytest.fail("decoded by json"))
     assert read_stacks(stack) == expected
     assert expected["n1"] == "0" and expected["n500"] == "499" and len(expected) == 501
+
+
+@native
+def test_stack_json_beyond_the_first_capacity(tmp_path, monkeypatch):
+    """More ids and names than the scanner's first arrays hold (START): the scan is repeated with larger ones
+    and gives json's mapping."""
+    count = msprobe_native.START + 5
+    stack = tmp_path / "stack.json"
+    stack.write_text("{" + ",".join(f'"{i}":[["n{i}"],[]]' for i in range(count)) + "}")
+    monkeypatch.setenv("WORKBENCH_NATIVE", "0")
+    expected = read_stacks(stack)
+    monkeypatch.setenv("WORKBENCH_NATIVE", "1")
+    from workbench.dumps import msprobe_side
+
+    assert msprobe_side._scan(stack.read_bytes()) is not None
+    assert read_stacks(stack) == expected and len(expected) == count
