@@ -34,7 +34,7 @@ _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_do
 
 def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside) -> dict | None:
     """The columns of one dump.json (as the Python reader gives them), or ``None`` when the Python reader must
-    decide. ``beside``: the reader's side files (:class:`.readers_msprobe.Beside`): ``load()`` runs while the
+    decide. ``beside``: the reader's side files (:class:`.msprobe_side.Beside`): ``load()`` runs while the
     scan does, ``infos(names)`` gives ops, module paths, passes and whether any entry is a gradient,
     ``stacks()`` stack.json's name → stack id."""
     scanner = library("dumpscan")
