@@ -14,12 +14,14 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+from itertools import repeat
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
 from ..native import library
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
+from .msprobe_arrays import by_id, counts, integers
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -30,10 +32,11 @@ FIXED_COLUMNS = 12                                # then one spelling id per md5
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
-def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, info_of, stacks_of) -> dict | None:
+def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside) -> dict | None:
     """The columns of one dump.json (as the Python reader gives them), or ``None`` when the Python reader must
-    decide. ``info_of(names)``: op, module path, pass and gradient flag per entry name (the reader's own);
-    ``stacks_of()``: stack.json's name → stack id."""
+    decide. ``beside``: the reader's side files (:class:`.msprobe_side.Beside`): ``load()`` runs while the
+    scan does, ``infos(names)`` gives ops, module paths, passes and whether any entry is a gradient,
+    ``stacks()`` stack.json's name → stack id."""
     scanner = library("dumpscan")
     m = fmt.msprobe
     if scanner is None or m["scalar_rows"]:
@@ -41,7 +44,7 @@ def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats
     layout = _Layout(fmt)
     if layout.fields is None:
         return None
-    found = _scan(scanner, raw, layout)
+    found = _scan_beside(scanner, raw, layout, beside.load)
     if found is None:
         return None
     if not raw.isascii():
@@ -50,7 +53,7 @@ def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats
         except UnicodeDecodeError:
             return None                                   # the Python reader names the byte
     try:
-        return _columns(raw, found, layout, path, step, rank, fmt, info_of, stacks_of)
+        return _columns(raw, found, layout, path, step, rank, fmt, beside)
     except (InputError, ValueError, KeyError):
         return None                                       # the Python reader gives the exact message
 
@@ -79,16 +82,47 @@ def _strings(values: list[str]):
         (ctypes.c_int64 * max(len(encoded), 1))(*(len(v) for v in encoded))
 
 
+def _scan_beside(scanner, raw: bytes, layout: _Layout, beside):
+    """:func:`_scan` in a thread (``ctypes`` lets go of the GIL for the C call) while ``beside()`` runs here."""
+    import threading
+
+    result: list = []
+
+    def work() -> None:
+        try:
+            result.append((_scan(scanner, raw, layout), None))
+        except Exception as error:                 # noqa: BLE001 - raised below, in the reading thread
+            result.append((None, error))
+
+    thread = threading.Thread(target=work, name="dumpscan", daemon=True)
+    thread.start()
+    try:
+        beside()
+    finally:
+        thread.join()
+    found, error = result[0]
+    if error is not None:
+        raise error
+    return found
+
+
+def _count(scanner, raw: bytes, word: bytes) -> int:
+    """``raw.count(word)``, counted in C (without the GIL)."""
+    scanner.dumpscan_count.restype = ctypes.c_int64
+    return int(scanner.dumpscan_count(ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_char_p(word),
+                                      ctypes.c_int64(len(word))))
+
+
 def _scan(scanner, raw: bytes, layout: _Layout):
     """(entries, rows, stats, spellings) arrays of a successful scan, or None."""
     import numpy as np
 
     scanner.dumpscan.restype = ctypes.c_int
-    # Capacities start from what the bytes can hold (a record spells "type", a null row "null") and at most
-    # START; a scan that fills one is repeated with 4 times more: memory follows what was found, never a count
-    # a hostile file claims (a file of brackets allocates nothing large).
-    entry_cap = min(raw.count(b"{") + 1, START)
-    row_cap = min(raw.count(b'"type"') + raw.count(b"null") + 1, START)
+    # Capacities start from what the bytes can hold (an entry takes at least 4 bytes, `"":{`; a record spells
+    # "type", a null row "null") and at most START; a scan that fills one is repeated with 4 times more: memory
+    # follows what was found, never a count a hostile file claims (a file of brackets allocates nothing large).
+    entry_cap = min(len(raw) // 4 + 1, START)
+    row_cap = min(_count(scanner, raw, b'"type"') + _count(scanner, raw, b"null") + 1, START)
     per_row = 3 + len(layout.md5_fields)
     dist_cap = min(row_cap * per_row, 1 << 16)
     keys, key_lens = _strings(layout.keys)
@@ -122,27 +156,25 @@ def _scan(scanner, raw: bytes, layout: _Layout):
         return entries[:n_entries], rows[:n_rows], stats[:n_rows], dist[:n_dist]
 
 
-def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int, fmt: DumpFormats, info_of,
-             stacks_of) -> dict | None:
+def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int, fmt: DumpFormats,
+             beside) -> dict | None:
     import numpy as np
 
     m = fmt.msprobe
     entries, rows, stats, dist = found
-    text = raw.decode("ascii") if raw.isascii() else None
-    spell = [_text(raw, text, o, n) for o, n in dist.tolist()]
-    names = [_text(raw, text, o, n) for o, n in entries[:, :2].tolist()]
+    spell = texts(raw, dist)
+    names = texts(raw, entries[:, :2])
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
-    infos = info_of(names)
-    if any(info[3] for info in infos):
+    ops, modules, passes, grad = beside.infos(names)
+    if grad:
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
     if named.any():
-        subs = [(e, k, _text(raw, text, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
+        subs = [(e, k, _text(raw, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
         if len(set(subs)) != len(subs):
             return None                                   # a repeated argument name
-    passes = [info[2] for info in infos]
-    backward = np.fromiter((p == "backward" for p in passes), bool, len(passes))
+    backward = np.asarray(passes, dtype=object) == "backward" if passes else np.zeros(0, bool)
     tensor = np.fromiter((s in m["tensor_types"] for s in spell), bool, len(spell))
     order = {p: np.array([list(m[f"{p}_keys"]).index(k) if k in m[f"{p}_keys"] else -1 for k in layout.keys]
                          + [-1], np.int64) for p in ("forward", "backward")}
@@ -156,22 +188,20 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, text, rows, names, backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, names, backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
-    dtypes = {i: fmt.dtype(spell[i]) for i in np.unique(rows[:, DTYPE]).tolist()}
-    out["dtype"] = [dtypes[i] for i in rows[:, DTYPE].tolist()]
+    out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in np.unique(rows[:, SHAPE]).tolist()}
-    shape_ids = rows[:, SHAPE].tolist()
-    out["shape"] = [shapes[i][0] for i in shape_ids]
-    out["numel"] = [shapes[i][1] for i in shape_ids]
-    out["nan_count"], out["inf_count"] = _count(rows[:, NAN]), _count(rows[:, INF])
+    out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0])
+    out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1])
+    out["nan_count"], out["inf_count"] = counts(rows[:, NAN]), counts(rows[:, INF])
     out["md5"] = _md5(rows, spell, layout)
     for column in layout.stat_columns:
         index = layout.stat_index[column]
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
-    per_entry = {"op": [i[0] for i in infos], "module_path": [i[1] for i in infos], "pass": passes}
-    stacks = stacks_of()
-    per_entry["stack_id"] = [stacks.get(name, "") for name in names]
+    per_entry = {"op": ops, "module_path": modules, "pass": passes}
+    stacks = beside.stacks()
+    per_entry["stack_id"] = list(map(stacks.get, names, repeat("", len(names))))
     for column, values in per_entry.items():
         out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
     out["rank"] = np.full(size, rank, dtype=np.int64)
@@ -180,11 +210,20 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     return out
 
 
-def _text(raw: bytes, text: str | None, offset: int, length: int) -> str:
-    return text[offset:offset + length] if text is not None else raw[offset:offset + length].decode("utf-8")
+def _text(raw: bytes, offset: int, length: int) -> str:
+    return raw[offset:offset + length].decode("utf-8")
 
 
-def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
+def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
+    """The strings at (offset, length) rows (the bytes were checked to be UTF-8 before); ``text``: the bytes
+    decoded, when they are ASCII (then its offsets are theirs), sliced without a bytes object per string."""
+    starts, ends = spans[:, 0].tolist(), (spans[:, 0] + spans[:, 1]).tolist()
+    if text is not None:
+        return [text[a:b] for a, b in zip(starts, ends, strict=True)]
+    return [raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
+
+
+def _names(raw: bytes, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
     ``.{argument name}`` for a mapping's member."""
     import numpy as np
@@ -196,12 +235,12 @@ def _names(raw: bytes, text, rows, names: list[str], backward, layout: _Layout, 
         middles = np.array([[f".{label}." for label in labels[p]] for p in ("forward", "backward")], dtype=object)
         tails = np.array([str(i) for i in range(int(index.max()) + 1)], dtype=object)
         entry = rows[:, ENTRY]                  # every row a plain position: the strings joined by numpy, per row
-        return (np.asarray(names, dtype=object)[entry] + middles[backward[entry].astype(np.int64), rows[:, KEY]]
-                + tails[index]).tolist()
+        return np.asarray(names, dtype=object)[entry] + middles[backward[entry].astype(np.int64), rows[:, KEY]] \
+            + tails[index]
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
-        tail = _text(raw, text, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
+        tail = _text(raw, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
         out.append(f"{names[entry]}.{label}.{tail}")
     return out
 
@@ -221,7 +260,7 @@ def _io_slots(rows, entries, backward, layout: _Layout, m: dict):
             kwargs = (key == layout.keys.index("input_kwargs")) & (backward[entry] == bool(code))
             offset = np.maximum(entries[entry[kwargs], 2], 0)
             slot[kwargs] += offset
-    return io.tolist(), slot.tolist()
+    return io, slot
 
 
 def _shape(spelling: str, path: str) -> tuple[str, int | None]:
@@ -229,24 +268,15 @@ def _shape(spelling: str, path: str) -> tuple[str, int | None]:
     return fields["shape"], fields["numel"]
 
 
-def _count(values) -> list:
-    """Counts as the Python reader makes them (``int(float(n))``); -1: absent."""
-    import numpy as np
-
-    exact = values.astype(np.float64).astype(np.int64).astype(object)
-    exact[values < 0] = None
-    return exact.tolist()
-
-
-def _md5(rows, spell: list[str], layout: _Layout) -> list[str]:
+def _md5(rows, spell: list[str], layout: _Layout):
     """The first md5 field present as a string, else ""."""
     import numpy as np
 
     if not layout.md5_fields:
-        return [""] * len(rows)
+        return repeated("", len(rows))
     ids = rows[:, FIXED_COLUMNS:FIXED_COLUMNS + len(layout.md5_fields)]
     chosen = np.full(len(rows), -1, np.int64)
     for column in range(ids.shape[1] - 1, -1, -1):
         chosen = np.where(ids[:, column] >= 0, ids[:, column], chosen)
     table = np.array([*spell, ""], dtype=object)
-    return table[chosen].tolist()
+    return table[chosen]

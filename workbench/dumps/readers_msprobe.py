@@ -12,10 +12,11 @@ from pathlib import Path
 from sys import intern                  # op and pass names: one object per spelling, not one per entry
 
 from ..errors import InputError
-from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes, read_json
+from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
+from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
 from .rows import (
     check_same_ranks,
@@ -86,7 +87,8 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = read_bytes(path, what=what)
-    found = _read_native(raw, path, step, rank, fmt)
+    beside = Beside(path.parent, fmt, _entry_infos)
+    found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
     if json_depth(raw) > JSON_DEPTH_LIMIT:
@@ -94,7 +96,7 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     text = decode_utf8(raw, str(path))
     del raw
     try:
-        return _read_entries(data_entries(text), path, step, rank, fmt)
+        return _read_entries(data_entries(text), path, step, rank, fmt, beside)
     except (Irregular, InputError):
         pass                        # decoded whole: json.loads' own error, or the error of the entry it keeps
     doc = parse_json(text, str(path), what=what)
@@ -102,26 +104,15 @@ def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         found = "no 'data' mapping" if isinstance(doc, dict) else f"a {type(doc).__name__}"
         raise InputError(str(path), f"holds {found}, expected an msprobe dump.json", FIX)
-    return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt)
+    return _read_entries(iter([DATA_FOUND, *doc["data"].items()]), path, step, rank, fmt, beside)
 
 
-def _read_native(raw: bytes, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict | None:
-    """The compiled scanner's columns, or None where the Python reader below must decide."""
-    m = fmt.msprobe
-
-    def info_of(names: list[str]) -> list[tuple[str, str, str, bool]]:
-        parents, cache = _construct(path.parent / m["construct_file"]), {}
-        return [_entry_info(name, parents, fmt, cache) for name in names]
-
-    return native_columns(raw, str(path), step, rank, fmt, info_of, lambda: _stacks(path.parent / m["stack_file"]))
-
-
-def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
+def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, beside: Beside) -> dict:
     m = fmt.msprobe
     if next(entries) is not DATA_FOUND:                       # pragma: no cover - data_entries yields it first
         raise Irregular
-    parents = _construct(path.parent / m["construct_file"])
-    stacks = _stacks(path.parent / m["stack_file"])
+    parents = beside.parents()
+    stacks = beside.stacks()
     sink = Sink(str(path), fmt)
     infos: dict = {}
     for entry, body in entries:
@@ -145,6 +136,44 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats) -
                 offset = len(value)
     return sink.columns(step=step, rank=rank)
 
+
+def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
+    """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
+    any is a parameter gradient: one loop with the patterns' bound methods, module paths once per path or
+    parent."""
+    m = fmt.msprobe
+    module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
+    cache: dict = {}
+    owners: dict = {}                                         # parent name -> its module path
+    ops, modules, passes, grad = [], [], [], False
+    for name in names:
+        found = module_match(name)
+        if found:
+            cls, path, pass_ = found.group("cls", "path", "pass")
+            module = cache.get(path)
+            if module is None:
+                module = _module_of(path, m, cache)
+            if pass_ == "parameters_grad":
+                grad, pass_ = True, "backward"
+            ops.append(intern(cls))
+            modules.append(module)
+            passes.append(intern(pass_))
+            continue
+        parent = parent_of(name)
+        module = owners.get(parent) if type(parent) is str else ""
+        if module is None:
+            module = owners[parent] = _owner_module(parent, m, cache)
+        found = api_match(name)
+        if found:
+            prim, api, pass_ = found.group("prim", "api", "pass")
+            ops.append(intern(prim or api))
+            passes.append(intern(pass_))
+        else:
+            op, _, pass_, _ = _entry_info(name, parents, fmt, cache)
+            ops.append(op)
+            passes.append(pass_)
+        modules.append(module)
+    return ops, modules, passes, grad
 
 
 def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
@@ -223,31 +252,3 @@ def _nested(value, name: str, io: str, slot: int, sink: Sink) -> None:
     elif value is not None:
         raise InputError(f"{sink.path} [{name}]", f"is {type(value).__name__}, expected a tensor record (a mapping "
                          "with 'type')", FIX)
-
-
-def _construct(path: Path) -> dict:
-    """construct.json: row name → the module/cell it ran in (absent file: no parents)."""
-    if not path.is_file():
-        return {}
-    data = read_json(path, what="msprobe construct.json")
-    if not isinstance(data, dict):
-        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping of names to parents", FIX)
-    return data
-
-
-def _stacks(path: Path) -> dict[str, str]:
-    """stack.json: row name → stack id (``{"0": [[names], [lines]]}``; older: ``{name: [lines]}``)."""
-    if not path.is_file():
-        return {}
-    data = read_json(path, what="msprobe stack.json")
-    if not isinstance(data, dict):
-        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
-    found: dict[str, str] = {}
-    for key, value in data.items():
-        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
-            for name in value[0]:
-                if isinstance(name, str):
-                    found.setdefault(name, str(key))
-        else:
-            found.setdefault(str(key), str(key))
-    return found

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from ..errors import InputError, location
 from .formats import DumpFormats
+from .msprobe_arrays import integers
 from .schema import as_table
 
 _SHAPE = re.compile(r"^\s*[\(\[]?\s*(?P<dims>[0-9,\s]*?)\s*,?\s*[\)\]]?\s*$")
+INT64_MAX = (1 << 63) - 1                # element counts are int64 columns
 NUMBER_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 
 
@@ -59,6 +61,9 @@ def shape_of(value, where: str, key: str = "shape") -> list[int] | None:
         value = [int(part) for part in found.group("dims").replace(" ", "").split(",") if part]
     if not isinstance(value, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
         raise InputError(where, f"{key} is {str(value)[:40]}, expected a list of non-negative integers",
+                         "fix or regenerate the dump")
+    if math.prod(value) > INT64_MAX:
+        raise InputError(where, f"{key} is {str(value)[:40]}, more elements than a 64-bit count holds",
                          "fix or regenerate the dump")
     return value
 
@@ -118,12 +123,23 @@ def where_line(path: Path, line: int | None = None, key: str | None = None) -> s
 
 def concat_columns(parts: list[dict]) -> dict:
     """Several readers' column dicts (same keys) → one, in order."""
-    import numpy as np
 
     if len(parts) == 1:
         return parts[0]
     keys = dict.fromkeys(key for part in parts for key in part)
-    return {key: np.concatenate([np.asarray(part[key], dtype=_kind(part[key])) for part in parts]) for key in keys}
+    return {key: _joined([part[key] for part in parts]) for key in keys}
+
+
+def _joined(columns: list):
+    """One column of several parts: pandas arrays of one type joined as such, the rest as numpy arrays."""
+    import numpy as np
+    import pandas as pd
+
+    first = columns[0]
+    if isinstance(first, pd.api.extensions.ExtensionArray) and all(
+            type(c) is type(first) and c.dtype == first.dtype for c in columns):
+        return type(first)._concat_same_type(columns)
+    return np.concatenate([np.asarray(c, dtype=_kind(c)) for c in columns])
 
 
 def _kind(values):
@@ -149,8 +165,9 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     columns["side"] = repeated(side, size)
     module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
     columns["module_path"] = module
-    layers = {path: fmt.layer(path) if path else None for path in dict.fromkeys(module.tolist())}
-    columns["layer"] = [layers[path] for path in module.tolist()]
+    codes, paths = pd.factorize(module, use_na_sentinel=False)
+    layers = [fmt.layer(path) if path else None for path in paths.tolist()]
+    columns["layer"] = integers(codes, layers.__getitem__)
     for text in ("logical_module", "md5", "stack_id", "name", "op"):
         if text not in columns:
             columns[text] = repeated("", size)

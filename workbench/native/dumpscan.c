@@ -522,3 +522,6 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
     counts[0] = s.nentries; counts[1] = s.nrows; counts[2] = s.ndist; counts[3] = s.i;
     return code;
 }
+
+
+#include "dumpside.h"

@@ -1,0 +1,134 @@
+"""The side files of an msprobe dump.json: ``construct.json`` (row name -> the module/cell it ran in) and
+``stack.json`` (stack id -> [[row names], [lines]]), read once per dump.json.
+
+stack.json's usual form (every value ``[[names], [lines]]``) is read by a compiled scanner (``dumpside`` in
+``workbench/native/dumpside.h``) into spans of the bytes, so no line of a stack is decoded; anything else
+(escapes in ids or names, other forms, repeated ids, invalid JSON or UTF-8) and construct.json are read
+through ``json`` (:func:`workbench.input_files.read_json`), which gives the result or the one-line error
+(``tests/test_dump_read_fast.py`` holds both paths to the same result).
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+from ..errors import InputError
+from ..input_files import parse_json, read_bytes, read_json
+from ..native import library
+from .formats import DumpFormats
+from .msprobe_native import FULL, OK, START, texts
+from .msprobe_sink import FIX
+
+_INT64_P = ctypes.POINTER(ctypes.c_int64)
+
+
+class Beside:
+    """construct.json and stack.json of a dump.json's folder, read once: :meth:`load` may read them early (while
+    the compiled scan runs in another thread); an error is kept and raised where the reader asks for the file,
+    so errors come in the order of a reader that reads them when it needs them. ``entry_infos(names, parents,
+    fmt)``: the reader's parsing of entry names (:meth:`infos`)."""
+
+    def __init__(self, folder: Path, fmt: DumpFormats, entry_infos):
+        self.fmt, self.entry_infos = fmt, entry_infos
+        self.paths = {"parents": folder / fmt.msprobe["construct_file"], "stacks": folder / fmt.msprobe["stack_file"]}
+        self.found: dict = {}
+
+    def load(self) -> None:
+        for key in self.paths:
+            try:
+                self._get(key)
+            except InputError:
+                pass                                            # kept: raised when asked for
+
+    def parents(self) -> dict:
+        return self._get("parents")
+
+    def stacks(self) -> dict[str, str]:
+        return self._get("stacks")
+
+    def infos(self, names: list[str]):
+        """Ops, module paths, passes of these entry names with construct.json's parents, and whether any is a
+        parameter gradient."""
+        return self.entry_infos(names, self.parents(), self.fmt)
+
+    def _get(self, key: str):
+        if key not in self.found:
+            try:
+                self.found[key] = (read_construct if key == "parents" else read_stacks)(self.paths[key]), None
+            except InputError as error:
+                self.found[key] = None, error
+        value, error = self.found[key]
+        if error is not None:
+            raise error
+        return value
+
+
+def read_construct(path: Path) -> dict:
+    """construct.json: row name → the module/cell it ran in (absent file: no parents). Through ``json``: its
+    strings are all needed, and its decoder makes them as fast as spans would."""
+    if not path.is_file():
+        return {}
+    data = read_json(path, what="msprobe construct.json")
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping of names to parents", FIX)
+    return data
+
+
+def read_stacks(path: Path) -> dict[str, str]:
+    """stack.json: row name → stack id (``{"0": [[names], [lines]]}``; older: ``{name: [lines]}``); the first id
+    naming a row is kept."""
+    if not path.is_file():
+        return {}
+    what = "msprobe stack.json"
+    raw = read_bytes(path, what=what)
+    found = _scan(raw)
+    if found is not None:
+        (members, names), text = found, _ascii(raw)
+        keys = texts(raw, members[:, :2], text)
+        if len(set(keys)) == len(keys):                        # json keeps a repeated id's last value, first place
+            return {name: keys[member] for member, name in zip(reversed(names[:, 0].tolist()),
+                                                               reversed(texts(raw, names[:, 1:], text)), strict=True)}
+    data = parse_json(raw, str(path), what=what)
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
+    # {name: the first key naming it}: the items reversed, so that the first key is the one kept; a value of
+    # another form names its own key
+    return {name: key for key, value in reversed(data.items())
+            for name in (value[0] if type(value) is list and len(value) == 2 and type(value[0]) is list else (key,))
+            if type(name) is str}
+
+
+def _ascii(raw: bytes) -> str | None:
+    return raw.decode("ascii") if raw.isascii() else None
+
+
+def _scan(raw: bytes):
+    """(members, names) arrays of the compiled scan of a stack.json, or None where ``json`` must decide."""
+    import numpy as np
+
+    scanner = library("dumpscan")
+    if scanner is None:
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None                                         # parse_json names the byte
+    scanner.dumpside.restype = ctypes.c_int
+    # a member takes at least 9 bytes ("":[[],[]]), a name 3 ("",); at most START of each first, 4 times more
+    # when a scan fills them
+    member_cap, name_cap = min(len(raw) // 9 + 1, START), min(len(raw) // 3 + 1, START)
+    while True:
+        members = np.empty((member_cap, 2), np.int64)
+        names = np.empty((name_cap, 3), np.int64)
+        counts = np.zeros(2, np.int64)
+        code = scanner.dumpside(ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), members.ctypes.data_as(_INT64_P), ctypes.c_int64(member_cap),
+                                names.ctypes.data_as(_INT64_P), ctypes.c_int64(name_cap), counts.ctypes.data_as(_INT64_P))
+        if code == FULL:
+            grown = counts[0] >= member_cap, counts[1] >= name_cap
+            member_cap, name_cap = member_cap * (4 if grown[0] else 1), name_cap * (4 if grown[1] else 1)
+            if any(grown):
+                continue
+        if code != OK:
+            return None
+        return members[:counts[0]], names[:counts[1]]

@@ -1,0 +1,104 @@
+/* An msprobe stack.json and a byte count, for workbench/dumps/msprobe_side.py and msprobe_native.py.
+   Included at the end of dumpscan.c: it uses its scanner (Scan, string, expect, space), which never reads
+   past `size`.
+
+   dumpside() walks a top-level object whose members are all `id: [[names], [lines]]` and writes into arrays
+   the caller allocated: per member its id (offset, length); per name its member index and span; the lines
+   are validated and skipped (never decoded). Ids and names with escapes, any other form or type, and invalid
+   JSON return IRREGULAR (the caller's json path decides: result or one-line error); FULL: a capacity was too
+   small. Nesting is 3 deep. */
+
+typedef struct {
+    int64_t *members; int64_t member_cap, nmembers;             /* 2 per member: id off, len */
+    int64_t *names; int64_t name_cap, nnames;
+} Side;
+
+/* A list of strings; `member` >= 0: their spans are recorded as that member's names (no escapes). */
+static void side_strings(Scan *s, Side *o, int64_t member) {
+    expect(s, '[');
+    space(s);
+    if (peek(s) == ']') { s->i++; return; }
+    for (;;) {
+        int64_t off, len;
+        space(s);
+        string(s, &off, &len, member < 0);
+        if (member >= 0) {
+            if (o->nnames >= o->name_cap) full(s);
+            int64_t *r = o->names + 3 * o->nnames++;
+            r[0] = member; r[1] = off; r[2] = len;
+        }
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == ']') return;
+        if (c != ',') irregular(s);
+    }
+}
+
+static void side_document(Scan *s, Side *o) {
+    expect(s, '{');
+    space(s);
+    if (peek(s) == '}') s->i++;
+    else for (;;) {
+        if (o->nmembers >= o->member_cap) full(s);
+        int64_t *r = o->members + 2 * o->nmembers;
+        space(s);
+        string(s, &r[0], &r[1], 0);
+        expect(s, ':');
+        expect(s, '[');
+        side_strings(s, o, o->nmembers);
+        expect(s, ',');
+        side_strings(s, o, -1);
+        expect(s, ']');
+        o->nmembers++;
+        space(s);
+        int c = peek(s);
+        s->i++;
+        if (c == '}') break;
+        if (c != ',') irregular(s);
+    }
+    space(s);
+    if (s->i != s->n) irregular(s);
+}
+
+static int side_run(Scan *s, Side *o) {
+    int code = setjmp(s->fail);
+    if (code != 0) return code;
+    side_document(s, o);
+    return SCAN_OK;
+}
+
+/* counts[0..1] <- members and names written. Returns SCAN_OK, SCAN_IRREGULAR or SCAN_FULL. */
+int dumpside(const unsigned char *text, int64_t size, int64_t *members, int64_t member_cap,
+             int64_t *names, int64_t name_cap, int64_t *counts) {
+    Scan s;
+    memset(&s, 0, sizeof s);
+    s.p = text; s.n = size; s.depth_limit = 3;
+    Side o;
+    o.members = members; o.member_cap = member_cap; o.nmembers = 0;
+    o.names = names; o.name_cap = name_cap; o.nnames = 0;
+    counts[0] = counts[1] = 0;
+    if (size < 0 || member_cap < 0 || name_cap < 0) return SCAN_IRREGULAR;
+    int code = side_run(&s, &o);
+    counts[0] = o.nmembers; counts[1] = o.nnames;
+    return code;
+}
+
+/* How many times `word` (length `len` >= 1) occurs in text[0, size), without overlap: a bound on the rows the
+   bytes can hold, counted here so that Python's thread that reads the side files runs meanwhile. */
+int64_t dumpscan_count(const unsigned char *text, int64_t size, const unsigned char *word, int64_t len) {
+    int64_t found = 0;
+    if (len < 1 || size < len) return 0;
+    for (int64_t i = 0; i <= size - len;) {
+        const unsigned char *at = memchr(text + i, word[0], (size_t)(size - len - i + 1));
+        if (at == NULL) break;
+        i = at - text;
+        if (memcmp(text + i, word, (size_t)len) == 0) {
+            found++;
+            i += len;
+        } else {
+            i++;
+        }
+    }
+    return found;
+}
