@@ -155,6 +155,22 @@ def test_mindformers_chunks_end_before_a_block(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "mindformers")
 
 
+def test_mindformers_values_over_several_arrays(tmp_path, monkeypatch):
+    """Blocks whose values C wrote into several arrays (a long log: a fresh array when one is full)
+    make one table equal to the exact parser's (the values copied into one column)."""
+    import workbench.logs.mindformers_native as mindformers_native
+
+    monkeypatch.setattr(mindformers_native, "HUGE", 0)                    # an array holds ~8 blocks
+    monkeypatch.setattr(lines, "CHUNK", 4096)
+    prefix, rng = line_prefix(), np.random.default_rng(1)
+    path = tmp_path / "mf.log"
+    path.write_text("".join(prefix + format_local_norm_message([4] * 40, rng.random(40, dtype=np.float32)) + "\n"
+                            + prefix + format_loss_message(1, 1, step, 60, 1.0, 10, 1e-5, 1.0) + "\n"
+                            for step in range(1, 61)))
+    assert len(read_mindformers(path, load_formats()["mindformers"]).local_norms) == 2400
+    three_ways(monkeypatch, path, "mindformers")
+
+
 # ------------------------------------------------------------- numbers, bit for bit -----------------
 
 NUMBERS = ["0", "-0.0", "+7", "1.", ".5", "5e3", "1E+05", "1e22", "9e22", "1e23", "1e-22", "1e-23",

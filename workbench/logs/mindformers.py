@@ -166,6 +166,7 @@ def _parse_batch(state: _State) -> None:
     for block in blocks:
         if values is not None:
             block.values = values[start:start + len(block.sizes)]
+            block.at = start if values.base is None else -1           # norm_rows._contiguous
             start += len(block.sizes)
         else:
             positions, block.values = _block_values(state, block.first, block.sizes, [block.text.decode()], True)

@@ -25,6 +25,7 @@ class NormBlock:
     text: bytes = b""             # the array as printed, while values is None
     step: int = 0
     definition: str = ""
+    at: int = -1                  # where values starts in values.base, when the compiled scan wrote it
 
     def __len__(self) -> int:
         return len(self.sizes) if self.positions is None else len(self.positions)
@@ -83,7 +84,7 @@ def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
     numel.reshape(grid)[:] = numels
     if values is None:
         values = np.empty(total, dtype=np.float64)
-        np.concatenate([block.values for block in blocks], out=values.reshape(grid))
+        np.concatenate([block.values for block in blocks], out=values)
     texts = np.empty(2 * total, dtype=object)              # one allocation for both text columns
     texts[:total] = ""
     texts[total:] = blocks[0].definition
@@ -98,18 +99,16 @@ def slab(count: int, columns: int, dtype=np.int64) -> list[np.ndarray]:
 
 
 def _contiguous(blocks: list[NormBlock]) -> np.ndarray | None:
-    """The values of ``blocks`` as one slice, when they are consecutive views of one float64 array."""
+    """The values of ``blocks`` as one slice, when the compiled scan wrote them in a row into one
+    float64 array (each block's ``at`` right after the one before)."""
     base = blocks[0].values.base if blocks else None
     if base is None or base.dtype != np.float64 or base.ndim != 1 or not base.flags.c_contiguous:
         return None
-    origin = base.__array_interface__["data"][0]
-    start = at = (blocks[0].values.__array_interface__["data"][0] - origin) // 8
+    start = at = blocks[0].at
     for block in blocks:
-        values = block.values
-        if values.base is not base or values.dtype != np.float64 or \
-                (values.__array_interface__["data"][0] - origin) // 8 != at:
+        if block.at != at or block.values.base is not base or at < 0:
             return None
-        at += len(values)
+        at += len(block.values)
     return base[start:at]
 
 
