@@ -25,7 +25,7 @@ class NormBlock:
     text: bytes = b""             # the array as printed, while values is None
     step: int = 0
     definition: str = ""
-    at: int = -1                  # where values starts in values.base, when the compiled scan wrote it
+    at: int = -1                  # values is values.base[at:at + len]: set by the readers that know it
 
     def __len__(self) -> int:
         return len(self.sizes) if self.positions is None else len(self.positions)
@@ -99,8 +99,8 @@ def slab(count: int, columns: int, dtype=np.int64) -> list[np.ndarray]:
 
 
 def _contiguous(blocks: list[NormBlock]) -> np.ndarray | None:
-    """The values of ``blocks`` as one slice, when the compiled scan wrote them in a row into one
-    float64 array (each block's ``at`` right after the one before)."""
+    """The values of ``blocks`` as one slice, when they were read in a row into one float64 array (the
+    compiled scan's, or one batch's): each block's ``at`` right after the one before."""
     base = blocks[0].values.base if blocks else None
     if base is None or base.dtype != np.float64 or base.ndim != 1 or not base.flags.c_contiguous:
         return None
