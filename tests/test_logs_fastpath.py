@@ -273,3 +273,23 @@ def test_a_log_that_grows_while_read_is_read_whole(tmp_path, monkeypatch, said):
             first_lines.append(first)
         assert b"\n".join(got) == text and first_lines[0] == 1
         assert first_lines == [1 + sum(chunk.count(b"\n") + 1 for chunk in got[:i]) for i in range(len(got))]
+
+
+def test_block_values_are_one_slice_only_when_written_in_a_row():
+    """The local-norm table takes its values as one slice of the array the blocks were read into
+    only when each block's ``at`` follows the one before in the same array; a gap, another array or
+    an unknown offset gives a copy (``norm_frame`` equal either way)."""
+    from workbench.logs.norm_rows import NormBlock, _contiguous, norm_frame
+
+    array, sizes = np.arange(12, dtype=np.float64), np.array([1, 2, 3], dtype=np.int64)
+    def blocks(*starts, source=array):
+        return [NormBlock(1 + index, sizes, None, source[start:start + 3], step=index + 1, at=start)
+                for index, start in enumerate(starts)]
+    row = blocks(3, 6, 9)
+    assert np.shares_memory(_contiguous(row), array) and _contiguous(row).tolist() == list(range(3, 12))
+    other = array.copy()
+    for odd in (blocks(0, 6), blocks(3, 6, source=other)[:1] + blocks(6), blocks(-1, 2)):
+        assert _contiguous(odd) is None
+    gap = norm_frame(blocks(0, 6), "run", 0)
+    assert gap["value"].tolist() == [0, 1, 2, 6, 7, 8] and not np.shares_memory(gap["value"].to_numpy(), array)
+    assert gap["step"].tolist() == [1] * 3 + [2] * 3 and gap["numel"].tolist() == [1, 2, 3] * 2

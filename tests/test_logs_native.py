@@ -120,6 +120,57 @@ def test_plain_lines_never_reach_python(tmp_path, monkeypatch):
     assert len(read_mindformers(mf, load_formats()["mindformers"]).local_norms) == 5000 and calls["block"] == 0
 
 
+def test_mindformers_chunks_end_before_a_block(tmp_path, monkeypatch):
+    """With the compiled scan, a MindFormers chunk ends before the last norm_size line it holds: every
+    chunk after the first starts with one, no block is cut by a seam (none reaches the Python block
+    parser, whose spy counts them) and the tables are the exact parser's. A block longer than the chunk
+    is cut as before (the 333-byte chunks of test_every_field_form_at_every_chunk_size)."""
+    import workbench.logs.mindformers as mindformers
+    import workbench.logs.mindformers_scan as scan
+
+    calls, starts, spans = {"block": 0}, [], mindformers.spans
+    not_array = scan.NOT_ARRAY_LINE
+
+    class Counted:
+        def search(self, body):
+            calls["block"] += 1
+            return not_array.search(body)
+
+    def recorded(*args, **kwargs):
+        for first, data, size in spans(*args, **kwargs):
+            starts.append(bytes(data[:data.find(b"\n")]))
+            yield first, data, size
+    monkeypatch.setattr(scan, "NOT_ARRAY_LINE", Counted())
+    monkeypatch.setattr(mindformers, "spans", recorded)
+    monkeypatch.setattr(lines, "CHUNK", 4096)                             # about five blocks a chunk
+    prefix, rng = line_prefix(), np.random.default_rng(0)
+    path = tmp_path / "mf.log"
+    path.write_text("".join(prefix + format_local_norm_message([4] * 40, rng.random(40, dtype=np.float32)) + "\n"
+                            + prefix + format_loss_message(1, 1, step, 60, 1.0, 10, 1e-5, 1.0) + "\n"
+                            for step in range(1, 61)))
+    got = read_mindformers(path, load_formats()["mindformers"])
+    assert len(got.local_norms) == 2400 and set(got.local_norms["step"]) == set(range(1, 61))
+    assert len(starts) > 10 and all(b"norm_size:" in start for start in starts) and calls["block"] == 0
+    monkeypatch.setattr(mindformers, "spans", spans)
+    three_ways(monkeypatch, path, "mindformers")
+
+
+def test_mindformers_values_over_several_arrays(tmp_path, monkeypatch):
+    """Blocks whose values C wrote into several arrays (a long log: a fresh array when one is full)
+    make one table equal to the exact parser's (the values copied into one column)."""
+    import workbench.logs.mindformers_native as mindformers_native
+
+    monkeypatch.setattr(mindformers_native, "HUGE", 0)                    # an array holds ~8 blocks
+    monkeypatch.setattr(lines, "CHUNK", 4096)
+    prefix, rng = line_prefix(), np.random.default_rng(1)
+    path = tmp_path / "mf.log"
+    path.write_text("".join(prefix + format_local_norm_message([4] * 40, rng.random(40, dtype=np.float32)) + "\n"
+                            + prefix + format_loss_message(1, 1, step, 60, 1.0, 10, 1e-5, 1.0) + "\n"
+                            for step in range(1, 61)))
+    assert len(read_mindformers(path, load_formats()["mindformers"]).local_norms) == 2400
+    three_ways(monkeypatch, path, "mindformers")
+
+
 # ------------------------------------------------------------- numbers, bit for bit -----------------
 
 NUMBERS = ["0", "-0.0", "+7", "1.", ".5", "5e3", "1E+05", "1e22", "9e22", "1e23", "1e-22", "1e-23",

@@ -38,14 +38,15 @@ def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
 
 
 def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, exact: bool = False,
-          chunk: int | None = None):
+          chunk: int | None = None, boundary: bytes | None = None):
     """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
     the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
     the next, and hold no view of it then); ``exact``: the buffer is cut to the chunk (``size`` long).
     ``count(buffer, size)``, called once the chunk is read, says how many line ends it holds (counted
     in C unless given: a scanner that has counted them already). The buffer is the file's size (up to
     ``chunk``, default ``CHUNK``) and the room for a line carried over: a small file faults in no more
-    than itself."""
+    than itself. ``boundary``: a chunk ends before the last line holding it, where that leaves a chunk
+    (a record that starts with such a line, a MindFormers local-norm block, then stays in one chunk)."""
     if count is None:
         from .logscan import count_lines as count
     chunk = chunk or CHUNK
@@ -68,6 +69,8 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
                 skipping = skipping or filled > max_line
                 carry = 0 if skipping else filled
                 continue
+            if boundary is not None and not skipping:
+                cut = _before_last(buffer, boundary, cut, filled - max_line)
             start = 0
             if skipping:                                  # the rest of an over-long line
                 skipped.append(number)
@@ -96,6 +99,14 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
         shown = ", ".join(str(n) for n in skipped[:5])
         notes.append(f"{len(skipped)} line(s) longer than {max_line >> 20} MiB skipped (line {shown}"
                      f"{', ...' if len(skipped) > 5 else ''})")
+
+
+def _before_last(buffer: bytearray, boundary: bytes, cut: int, least: int) -> int:
+    """The line end before the last line (ending at or before ``cut``) that holds ``boundary``, when it
+    is past both the buffer's start and ``least``; else ``cut``."""
+    mark = buffer.rfind(boundary, 0, cut)
+    end = buffer.rfind(b"\n", 0, mark) if mark > 0 else -1
+    return end if end > max(least, 0) else cut
 
 
 def _chunk(buffer: bytearray, start: int, end: int, number: int, max_line: int, skipped: list[int]) -> int:

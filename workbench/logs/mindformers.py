@@ -166,6 +166,7 @@ def _parse_batch(state: _State) -> None:
     for block in blocks:
         if values is not None:
             block.values = values[start:start + len(block.sizes)]
+            block.at = start if values.base is None else -1           # norm_rows._contiguous
             start += len(block.sizes)
         else:
             positions, block.values = _block_values(state, block.first, block.sizes, [block.text.decode()], True)
@@ -249,13 +250,23 @@ def _sizes(state: _State, printed: str, number_: int) -> np.ndarray:
     return state.sizes[1]
 
 
+def _chunking() -> dict:
+    """With the compiled scan, 1 MiB chunks (the buffer stays in L2 cache, 5.5 MB less fresh memory
+    than one 6.5 MB buffer) cut before a block's norm_size line: C reads each block whole."""
+    from . import lines
+    from .logscan import mf_library
+    from .megatron_native import SCAN_CHUNK
+
+    return {} if mf_library() is None else {"chunk": min(SCAN_CHUNK, lines.CHUNK), "boundary": b"norm_size:"}
+
+
 def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
     """Every step line, local-norm block, monitor line and the Param groups block (module doc).
     ``fast=False`` reads every line with the exact per-line parser (the reference the fast path is
     tested against)."""
     state = _State(path, run or path.stem, fmt)
     if fast:
-        for first, data, _ in spans(path, state.notes, exact=True):      # the read buffer itself, no copy
+        for first, data, _ in spans(path, state.notes, exact=True, **_chunking()):   # the read buffer, no copy
             _scan(state, data, first, _line, _finish_block, _store_block)
             _parse_batch(state)
     else:

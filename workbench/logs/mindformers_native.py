@@ -179,7 +179,7 @@ class NativeSteps:
                                     map(metrics.__getitem__, codes), values, lines, strict=True))
         sizes, count, stepped = state.sizes[1], scan.nsizes, scan.blocks - scan.waiting
         for index, (first, step, at) in enumerate(zip(*(array[:scan.blocks].tolist() for array in self.blocks), strict=True)):
-            block = NormBlock(first, sizes, None, self.values[at:at + count])
+            block = NormBlock(first, sizes, None, self.values[at:at + count], at=at)
             if index < stepped:
                 store(state, step, block)
             else:

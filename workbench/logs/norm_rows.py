@@ -25,6 +25,7 @@ class NormBlock:
     text: bytes = b""             # the array as printed, while values is None
     step: int = 0
     definition: str = ""
+    at: int = -1                  # values is values.base[at:at + len]: set by the readers that know it
 
     def __len__(self) -> int:
         return len(self.sizes) if self.positions is None else len(self.positions)
@@ -53,10 +54,10 @@ def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
         start += count
     return {"rank": narrow(np.full(total, rank, dtype=np.int64)),
             "step": narrow(repeat([block.step for block in blocks], np.int64)),
-            "micro_step": np.full(total, -1, dtype=np.int64),
-            "position": np.concatenate(positions).astype(np.int64, copy=False),
+            "micro_step": np.full(total, -1, dtype=np.int32),
+            "position": narrow(np.concatenate(positions)),
             "param": _objects("", total),
-            "numel": np.concatenate([block.numel() for block in blocks]).astype(np.int64, copy=False),
+            "numel": narrow(np.concatenate([block.numel() for block in blocks])),
             "value": _joined([block.values for block in blocks]),
             "definition": definitions,
             "line": narrow(repeat([block.first for block in blocks], np.int64))}
@@ -64,24 +65,26 @@ def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
 
 def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
     """``_block_columns`` of blocks that all print every value of the same sizes: every column a
-    (blocks x parameters) broadcast into one allocation (fresh memory is faulted in a few huge pages,
-    not a thousand small ones), the values one slice when the compiled scan wrote them in a row."""
+    (blocks x parameters) broadcast, the six int32 ones into one allocation (fresh memory is faulted in
+    a few huge pages, not a thousand small ones), the values one slice when the compiled scan wrote
+    them in a row."""
     count, total = len(blocks[0].sizes), len(blocks) * len(blocks[0].sizes)
     values = _contiguous(blocks)
-    micro, position, numel, *spare = slab(total, 3 + (values is None))
     steps, lines = (narrow([getattr(block, name) for block in blocks]) for name in ("step", "first"))
-    kinds = (narrow([rank]).dtype, steps.dtype, lines.dtype)
-    rank_, step, line = slab(total, 3, np.int32) if kinds == (np.int32,) * 3 else map(np.empty, (total,) * 3, kinds)
+    numels = narrow(blocks[0].numel())
+    kinds = (narrow([rank]).dtype, steps.dtype, lines.dtype, np.dtype(np.int32), np.dtype(np.int32), numels.dtype)
+    rank_, step, line, micro, position, numel = slab(total, 6, np.int32) if kinds == (np.int32,) * 6 else \
+        map(np.empty, (total,) * 6, kinds)
     rank_.fill(rank)
     micro.fill(-1)
     grid = (len(blocks), count)
     step.reshape(grid)[:] = steps[:, None]
     line.reshape(grid)[:] = lines[:, None]
-    position.reshape(grid)[:] = np.arange(count, dtype=np.int64)
-    numel.reshape(grid)[:] = blocks[0].numel()
+    position.reshape(grid)[:] = np.arange(count, dtype=np.int32)
+    numel.reshape(grid)[:] = numels
     if values is None:
-        values = spare[0].view(np.float64)
-        np.concatenate([block.values for block in blocks], out=values.reshape(grid))
+        values = np.empty(total, dtype=np.float64)
+        np.concatenate([block.values for block in blocks], out=values)
     texts = np.empty(2 * total, dtype=object)              # one allocation for both text columns
     texts[:total] = ""
     texts[total:] = blocks[0].definition
@@ -96,18 +99,16 @@ def slab(count: int, columns: int, dtype=np.int64) -> list[np.ndarray]:
 
 
 def _contiguous(blocks: list[NormBlock]) -> np.ndarray | None:
-    """The values of ``blocks`` as one slice, when they are consecutive views of one float64 array."""
+    """The values of ``blocks`` as one slice, when they were read in a row into one float64 array (the
+    compiled scan's, or one batch's): each block's ``at`` right after the one before."""
     base = blocks[0].values.base if blocks else None
     if base is None or base.dtype != np.float64 or base.ndim != 1 or not base.flags.c_contiguous:
         return None
-    origin = base.__array_interface__["data"][0]
-    start = at = (blocks[0].values.__array_interface__["data"][0] - origin) // 8
+    start = at = blocks[0].at
     for block in blocks:
-        values = block.values
-        if values.base is not base or values.dtype != np.float64 or \
-                (values.__array_interface__["data"][0] - origin) // 8 != at:
+        if block.at != at or block.values.base is not base or at < 0:
             return None
-        at += len(values)
+        at += len(block.values)
     return base[start:at]
 
 

@@ -10,8 +10,8 @@ Scalar series (losses, norms, lr, ...): one row per (run, rank, step, metric)::
     value   float  nan where the log printed nan / None
     line    int    1-based line number in the source file (0: not from a text line)
 
-rank, step and line are int32, or int64 in a table where one of that column's values does not fit
-(``tables.narrow``); every other int column is int64.
+Every int column (rank, step, line; micro_step, position, numel below) is int32, or int64 in a table
+where one of that column's values does not fit (``tables.narrow``).
 
 Per-parameter local norms: one row per (run, rank, step, micro_step, position)::
 

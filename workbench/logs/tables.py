@@ -5,8 +5,8 @@ The series table's ``run`` and ``metric`` columns are pandas Categoricals (categ
 references to the same strings, and is built from the readers' codes without a Python object per
 row. Comparisons (``== "lm_loss"``), ``unique``, ``set`` and ``isin`` read them as strings.
 
-``rank``, ``step`` and ``line`` are int32 (a 2.6M-row table then faults in 31 MB less fresh memory
-than with int64): a file under 2 GiB has fewer than 2^31 lines, and steps and ranks are far below
+``rank``, ``step`` and ``line`` (and the local norms' ``micro_step``, ``position``, ``numel``) are int32
+(a 2.6M-row table then faults in 31 MB less fresh memory than with int64): a file under 2 GiB has fewer than 2^31 lines, and steps and ranks are far below
 2^31. One rule for every reader (``narrow``): a table whose column holds a value outside int32 has
 that column as int64, so values are never wrapped; ``pd.concat`` of both gives int64.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 COLUMN_TYPES = {"run": "category", "rank": "int32", "step": "int32", "metric": "category", "value": "float64",
-                "line": "int32", "micro_step": "int64", "position": "int64", "param": "object", "numel": "int64",
+                "line": "int32", "micro_step": "int32", "position": "int32", "param": "object", "numel": "int32",
                 "definition": "object"}
 INT32 = np.iinfo(np.int32)
 
