@@ -55,6 +55,17 @@ static inline void space(Scan *s) {
     s->i = i;
 }
 
+/* After a member or element: blanks, then its separator. 1 at `closer` (the container ends), 0 at ','
+   (another follows); anything else is irregular. */
+static inline int container_ends(Scan *s, int closer) {
+    space(s);
+    int c = peek(s);
+    s->i++;
+    if (c == closer) return 1;
+    if (c != ',') irregular(s);
+    return 0;
+}
+
 static void expect(Scan *s, int c) {
     space(s);
     if (peek(s) != c) irregular(s);
@@ -313,11 +324,7 @@ static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t i
                     else *out = number(s, &integer, &whole);
                 }
             }
-            space(s);
-            c = peek(s);
-            s->i++;
-            if (c == '}') break;
-            if (c != ',') irregular(s);
+            if (container_ends(s, '}')) break;
         }
     } else {
         s->i++;
@@ -350,11 +357,7 @@ static void inner_list(Scan *s, int64_t depth, int64_t entry, int64_t key, int64
         if (c == '{') record(s, depth + 1, entry, key, index, inner, -1, -1);
         else if (!(c == 'n' && word(s, "null"))) irregular(s);
         inner++;
-        space(s);
-        c = peek(s);
-        s->i++;
-        if (c == ']') return;
-        if (c != ',') irregular(s);
+        if (container_ends(s, ']')) return;
     }
 }
 
@@ -375,11 +378,7 @@ static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
             else if (c == '[') inner_list(s, depth + 1, entry, key, index);
             else if (!(c == 'n' && word(s, "null"))) irregular(s);
             index++;
-            space(s);
-            c = peek(s);
-            s->i++;
-            if (c == ']') break;
-            if (c != ',') irregular(s);
+            if (container_ends(s, ']')) break;
         }
         if (key == s->args_code) s->entries[3 * entry + 2] = index;
         return;
@@ -400,11 +399,7 @@ static void member(Scan *s, int64_t depth, int64_t entry, int64_t key) {
         else if (c == 'n' && word(s, "null")) null_row(s, entry, key, index, off, len);
         else irregular(s);
         index++;
-        space(s);
-        c = peek(s);
-        s->i++;
-        if (c == '}') return;
-        if (c != ',') irregular(s);
+        if (container_ends(s, '}')) return;
     }
 }
 
@@ -430,11 +425,7 @@ static void body(Scan *s, int64_t depth, int64_t entry) {
             seen |= 1ULL << key;
             member(s, depth + 1, entry, key);
         }
-        space(s);
-        int c = peek(s);
-        s->i++;
-        if (c == '}') return;
-        if (c != ',') irregular(s);
+        if (container_ends(s, '}')) return;
     }
 }
 
@@ -454,11 +445,7 @@ static void data(Scan *s, int64_t depth) {
         s->entries[3 * entry + 1] = len;
         s->entries[3 * entry + 2] = -1;
         body(s, depth + 1, entry);
-        space(s);
-        int c = peek(s);
-        s->i++;
-        if (c == '}') return;
-        if (c != ',') irregular(s);
+        if (container_ends(s, '}')) return;
     }
 }
 
@@ -482,11 +469,7 @@ static void document(Scan *s) {
         } else {
             skip(s, 2);
         }
-        space(s);
-        int c = peek(s);
-        s->i++;
-        if (c == '}') break;
-        if (c != ',') irregular(s);
+        if (container_ends(s, '}')) break;
     }
     space(s);
     if (!found || s->i != s->n) irregular(s);

@@ -27,11 +27,7 @@ static void side_strings(Scan *s, Side *o, int64_t member) {
             int64_t *r = o->names + 3 * o->nnames++;
             r[0] = member; r[1] = off; r[2] = len;
         }
-        space(s);
-        int c = peek(s);
-        s->i++;
-        if (c == ']') return;
-        if (c != ',') irregular(s);
+        if (container_ends(s, ']')) return;
     }
 }
 
@@ -51,11 +47,7 @@ static void side_document(Scan *s, Side *o) {
         side_strings(s, o, -1);
         expect(s, ']');
         o->nmembers++;
-        space(s);
-        int c = peek(s);
-        s->i++;
-        if (c == '}') break;
-        if (c != ',') irregular(s);
+        if (container_ends(s, '}')) break;
     }
     space(s);
     if (s->i != s->n) irregular(s);
