@@ -11,7 +11,6 @@ and only then renamed into place (``staging.py``); a failure leaves nothing that
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from ..errors import InputError
+from ..gc_pause import gc_paused
 
 
 @dataclass
@@ -152,26 +152,8 @@ def _carried_params(carried) -> dict:
 
 def prepare(source_path: Path | str, options: ConvertOptions):
     """Open the source and build the plan (headers only). Returns (source, arch, source_format, params, plan)."""
-    with _collector_paused():
+    with gc_paused():     # the specs and keys.yaml parsed: objects that live on
         return _prepare(source_path, options)
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector paused (and restored) while the specs are imported and parsed.
-
-    Parsing the converter specs and keys.yaml allocates tens of thousands of containers, which starts a
-    collection every 700 of them: ~10 % of this start-up, for nothing (what they leave is freed by
-    reference counting, and it is a few MB at most)."""
-    import gc
-
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _prepare(source_path: Path | str, options: ConvertOptions):

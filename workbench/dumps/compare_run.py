@@ -140,11 +140,11 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
                  csv: bool = False) -> UnitOutcome:
     """One (step, rank) unit compared, with its digest and (``csv``) its report rows' CSV text, so the parent
     only joins (:mod:`.unit_join`). Top-level so a process pool can run it; it reads its own folders when given
-    paths. The cyclic collector is paused throughout (:func:`.rows.gc_paused`): matching makes a Python object per
+    paths. The cyclic collector is paused throughout (:func:`workbench.gc_pause.gc_paused`): matching makes a Python object per
     call and per row position that lives to the end, which it would walk again and again (a third of the
     matching time on 200k rows)."""
     from .compare_result import detail_columns, digest
-    from .rows import gc_paused
+    from ..gc_pause import gc_paused
     from .unit_join import unit_csv
 
     with gc_paused():

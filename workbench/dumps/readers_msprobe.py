@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
+from ..gc_pause import gc_paused
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
@@ -22,7 +23,6 @@ from .rows import (
     check_same_ranks,
     concat_columns,
     folder_number,
-    gc_paused,
     release_free_memory,
     subfolders,
     table_from_columns,

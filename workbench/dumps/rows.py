@@ -2,10 +2,8 @@
 by the layouts of ``datasets/dump_formats.yaml``, and the final step from rows to the schema's table."""
 from __future__ import annotations
 
-import gc
 import math
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError, location
@@ -181,21 +179,6 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
             data[name] = pd.array(values if not isinstance(values, np.ndarray) or values.dtype != object
                                   or dtype == "string" else values.tolist(), dtype=dtype)
     return pd.DataFrame(data)
-
-
-@contextmanager
-def gc_paused():
-    """The cyclic garbage collector off while a reader decodes and collects rows: it makes hundreds of
-    thousands of objects that live on (and only acyclic garbage), which the collector would otherwise walk
-    again and again (half the time of reading a 200k-row dump.json). Reference counting still frees the
-    garbage at once."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def release_free_memory() -> None:
