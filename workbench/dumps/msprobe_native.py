@@ -32,6 +32,18 @@ FIXED_COLUMNS = 12                                # then one spelling id per md5
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
+def is_utf8(raw: bytes) -> bool:
+    """Whether ``raw`` is ASCII or decodes as UTF-8: what the compiled scans take; the rest goes to the Python
+    readers, which name the first bad byte."""
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside) -> dict | None:
     """The columns of one dump.json (as the Python reader gives them), or ``None`` when the Python reader must
     decide. ``beside``: the reader's side files (:class:`.msprobe_side.Beside`): ``load()`` runs while the
@@ -47,11 +59,8 @@ def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats
     found = _scan_beside(scanner, raw, layout, beside.load)
     if found is None:
         return None
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None                                   # the Python reader names the byte
+    if not is_utf8(raw):
+        return None                                       # the Python reader names the byte
     try:
         return _columns(raw, found, layout, path, step, rank, fmt, beside)
     except (InputError, ValueError, KeyError):

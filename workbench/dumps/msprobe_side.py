@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..input_files import parse_json, read_bytes, read_json
 from ..native import library
 from .formats import DumpFormats
-from .msprobe_native import FULL, OK, START, texts
+from .msprobe_native import FULL, OK, START, is_utf8, texts
 from .msprobe_sink import FIX
 
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
@@ -109,11 +109,8 @@ def _scan(raw: bytes):
     scanner = library("dumpscan")
     if scanner is None:
         return None
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None                                         # parse_json names the byte
+    if not is_utf8(raw):
+        return None                                             # parse_json names the byte
     scanner.dumpside.restype = ctypes.c_int
     # a member takes at least 9 bytes ("":[[],[]]), a name 3 ("",); at most START of each first, 4 times more
     # when a scan fills them
