@@ -196,6 +196,19 @@ def test_csv_units_send_back_only_the_unmatched_side_and_the_summary_is_the_same
         assert render(as_csv, "csv") == render(plain, "csv")
 
 
+def test_the_collector_is_back_after_a_comparison_that_fails(tmp_path):
+    """The parent's pause of the cyclic collector ends with the comparison, also when it ends in an error."""
+    import gc
+
+    from workbench.dumps.compare_run import CompareOptions, compare_dumps
+    from workbench.errors import InputError
+
+    a, b = dump_tree(tmp_path, "a", range(2), False), dump_tree(tmp_path, "b", range(2), False)
+    with pytest.raises(InputError, match="no \\(step, rank\\) to compare"):
+        compare_dumps(a, b, CompareOptions(rank=7, workers=2))
+    assert gc.isenabled()
+
+
 def tree_row_by_row(evaluated):
     """The hierarchy as its definition reads: every pair row added to each node on its path."""
     from workbench.dumps.hierarchy import Node
