@@ -16,7 +16,9 @@ between so that this one's size never counts) are printed with the ratios
     python benchmarks/compare.py --skip-msprobe --workers-only --repeat 3 --keep /tmp/bench   # the 1.7x target
 
 Every time is printed with the 1-minute load average when it ended: on a shared machine, ``--workers 2`` can only
-show its gain while the second core is free. ``--keep DIR`` reuses the dumps already generated there.
+show its gain while the second core is free; the CPU seconds printed beside it (the command's and its workers')
+do not depend on the other sessions as much: --workers 2's excess over --workers 1 is what the pool costs.
+``--keep DIR`` reuses the dumps already generated there.
 
 `workbench compare` is called as ``python -m workbench compare A B``; while that subcommand does not exist
 the benchmark says so and measures msprobe alone.
@@ -158,20 +160,22 @@ start = time.perf_counter()
 child = subprocess.Popen(sys.argv[2:])
 _, status, usage = os.wait4(child.pid, 0)
 with open(sys.argv[1], "w") as out:
-    out.write(f"{os.waitstatus_to_exitcode(status)} {time.perf_counter() - start} {usage.ru_maxrss}")
+    cpu = usage.ru_utime + usage.ru_stime               # the child's and its waited-for children's (a pool's workers)
+    out.write(f"{os.waitstatus_to_exitcode(status)} {time.perf_counter() - start} {usage.ru_maxrss} {cpu}")
 """
 
 
-def measure(command: list[str], log: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one child process; its output goes to ``log`` (msprobe is verbose)."""
+def measure(command: list[str], log: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds of it and its workers) of one child process; its output goes to
+    ``log`` (msprobe is verbose)."""
     report = log.with_suffix(".measured")
     with open(log, "w") as out:
         subprocess.run([sys.executable, "-c", _RUNNER, str(report), *command], cwd=ROOT, stdout=out,
                        stderr=subprocess.STDOUT, check=True)
-    code, seconds, rss = report.read_text().split()
+    code, seconds, rss, cpu = report.read_text().split()
     if int(code) not in ok:
         raise SystemExit(f"failed: {' '.join(command)}\n{log.read_text(errors='replace')[-2000:]}")
-    return float(seconds), int(rss) / 1024
+    return float(seconds), int(rss) / 1024, float(cpu)
 
 
 def msprobe_command() -> list[str]:
@@ -254,10 +258,10 @@ def run(args, work: Path) -> None:
     (work / "workbench.csv").unlink(missing_ok=True)
     command = workbench_command(golden.parent, target.parent, work / "workbench.csv")
     results["workbench compare"] = measure(command, work / "workbench.log", (0, 1))
-    seconds, rss = results["workbench compare"]
+    seconds, rss, _ = results["workbench compare"]
     print(f"workbench compare: {seconds:.1f} s, peak RSS {rss:.0f} MiB ({load()})")
     if "msprobe compare" in results:
-        ms_seconds, ms_rss = results["msprobe compare"]
+        ms_seconds, ms_rss, _ = results["msprobe compare"]
         print(f"ratios: {ms_seconds / seconds:.1f}x faster (target >= 30x), {rss / ms_rss:.2f} of msprobe's memory "
               f"(target <= 0.33)")
     run_workers(args, work)
@@ -285,7 +289,7 @@ def run_workers(args, work: Path) -> None:
             command = workbench_command(work / "torch_ranks", work / "mindspore_ranks", out, "--workers", str(workers))
             timed[workers] = measure(command, work / f"workers{workers}.log", (0, 1))
             print(f"workbench compare, {args.ranks} ranks, --workers {workers}: {timed[workers][0]:.1f} s, "
-                  f"peak RSS {timed[workers][1]:.0f} MiB ({load()})")
+                  f"CPU {timed[workers][2]:.1f} s, peak RSS {timed[workers][1]:.0f} MiB ({load()})")
         print(f"--workers 2 speed-up: {timed[1][0] / timed[2][0]:.2f}x (target >= 1.7x)")
 
 

@@ -175,6 +175,40 @@ def test_report_csv_is_the_units_rows_when_asked_for_csv(tmp_path):
     assert "csv" not in compare_dumps(a, b, CompareOptions(workers=2)).renderers
 
 
+def test_csv_units_send_back_only_the_unmatched_side_and_the_summary_is_the_same(tmp_path):
+    """With csv a unit hands back only the unmatched rows' side (the parent counts them); the summary, the facts and
+    the CSV are those of the comparison that carries the unmatched rows whole."""
+    import gc
+
+    from workbench.dumps.compare_run import CompareOptions, compare_dumps
+    from workbench.report.emit import render
+
+    a, b = dump_tree(tmp_path, "a", range(3), False), dump_tree(tmp_path, "b", range(2), True)
+    slim = compare_unit(a / "step0" / "rank0", b / "step0" / "rank0", None, None, None, csv=True)
+    whole = compare_unit(a / "step0" / "rank0", b / "step0" / "rank0", None, None, None)
+    assert list(slim.unmatched.columns) == ["side"] and len(whole.unmatched.columns) > 5
+    assert slim.unmatched["side"].tolist() == whole.unmatched["side"].tolist()
+    for workers in (1, 2):
+        as_csv = compare_dumps(a, b, CompareOptions(workers=workers, output_format="csv"))
+        plain = compare_dumps(a, b, CompareOptions(workers=workers))
+        assert as_csv.facts["unmatched"]["A"] > 0 and gc.isenabled()      # the parent's pause is over
+        assert (as_csv.summary, as_csv.facts, as_csv.verdict) == (plain.summary, plain.facts, plain.verdict)
+        assert render(as_csv, "csv") == render(plain, "csv")
+
+
+def test_the_collector_is_back_after_a_comparison_that_fails(tmp_path):
+    """The parent's pause of the cyclic collector ends with the comparison, also when it ends in an error."""
+    import gc
+
+    from workbench.dumps.compare_run import CompareOptions, compare_dumps
+    from workbench.errors import InputError
+
+    a, b = dump_tree(tmp_path, "a", range(2), False), dump_tree(tmp_path, "b", range(2), False)
+    with pytest.raises(InputError, match="no \\(step, rank\\) to compare"):
+        compare_dumps(a, b, CompareOptions(rank=7, workers=2))
+    assert gc.isenabled()
+
+
 def tree_row_by_row(evaluated):
     """The hierarchy as its definition reads: every pair row added to each node on its path."""
     from workbench.dumps.hierarchy import Node

@@ -31,7 +31,7 @@ class UnitOutcome(NamedTuple):
     """One unit compared: what a pool's worker hands back (pickled), in the form the parent joins as it is."""
 
     evaluated: object                     # the pairs with their verdicts
-    unmatched: object
+    unmatched: object                     # with ``csv``, only its ``side`` column (see compare_unit)
     sizes: tuple[int, int]                # rows per side
     formats: dict
     notes: list[str]
@@ -44,13 +44,24 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
 
     msprobe dumps are read per (step, rank) folder inside each unit's job, so ``--workers`` parallelises the
     reading too; other layouts are read whole first and split by unit.
-    """
 
+    The cyclic collector is paused throughout (:func:`workbench.gc_pause.gc_paused`): the parent imports what
+    the units need, unpickles their results while the workers run and joins them, each step allocating
+    containers that live on, and every collection walks all of them again (a fifth of the parent's CPU time on
+    the benchmark's 8 ranks, taken from the two workers on two cores). A pool forked meanwhile inherits the
+    pause, which costs nothing there: a unit runs paused anyway and leaves a few dozen objects in cycles.
+    """
+    from ..gc_pause import gc_paused
+
+    with gc_paused():
+        return _compare_dumps(path_a, path_b, options or CompareOptions())
+
+
+def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptions):
     from .compare_result import compare_result, joined_digests
     from .match import Matching
     from .unit_join import joined, joined_csv
 
-    options = options or CompareOptions()
     part = parse_part(options.part)
     sources = [_unit_sources(path, side, options) for path, side in ((path_a, "A"), (path_b, "B"))]
     noise = _unit_sources(options.noise, "A", options) if options.noise else {}
@@ -142,7 +153,11 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
     only joins (:mod:`.unit_join`). Top-level so a process pool can run it; it reads its own folders when given
     paths. The cyclic collector is paused throughout (:func:`workbench.gc_pause.gc_paused`): matching makes a Python object per
     call and per row position that lives to the end, which it would walk again and again (a third of the
-    matching time on 200k rows)."""
+    matching time on 200k rows).
+
+    With ``csv`` the report is the pairs' CSV, written here, and of the unmatched rows the parent only counts each
+    side's: only their ``side`` column travels back, not the rows (a third of what a pool's worker pickles and the
+    parent unpickles while the other workers run)."""
     from .compare_result import detail_columns, digest
     from ..gc_pause import gc_paused
     from .unit_join import unit_csv
@@ -151,7 +166,8 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
         evaluated, unmatched, sizes, formats, notes = _compare_unit(a_source, b_source, noise_source, arch,
                                                                     mapping_path)
         text = unit_csv(evaluated[detail_columns(evaluated.columns)]) if csv else None
-        return UnitOutcome(evaluated, unmatched, sizes, formats, notes, digest(evaluated), text)
+        return UnitOutcome(evaluated, unmatched[["side"]] if csv else unmatched, sizes, formats, notes,
+                           digest(evaluated), text)
 
 
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
