@@ -32,6 +32,13 @@ pytestmark = pytest.mark.skipif(library() is None or mf_library() is None, reaso
 READERS = {"megatron": read_megatron, "mindformers": read_mindformers}
 
 
+@pytest.fixture(autouse=True)
+def read_ahead_from_two_chunks(monkeypatch):
+    """Every file of two chunks or more read ahead, whatever the machine's load (``Ahead.worth``)."""
+    monkeypatch.setattr(ahead, "MIN_CHUNKS", 2)
+    monkeypatch.setattr(ahead, "spare_core", lambda: True)
+
+
 def reading_threads() -> list[threading.Thread]:
     return [thread for thread in threading.enumerate() if thread.name == "workbench-read-ahead"]
 
@@ -83,13 +90,14 @@ def mindformers_steps(steps: int, params: int = 40, bad_step: int | None = None)
     return "".join(out)
 
 
-@pytest.mark.parametrize("chunk", [333, 4096, 16384])
+@pytest.mark.parametrize("chunk", [333, 1000, 4096])
 def test_many_chunks_read_ahead_equal_one_thread(tmp_path, monkeypatch, chunk):
     calls = counted_reads(monkeypatch)
     monkeypatch.setattr(lines, "CHUNK", chunk)
     for fmt, data in (("megatron", megatron_log()), ("mindformers", mindformers_log())):
         path = tmp_path / f"{fmt}.log"
         path.write_bytes(data)
+        assert len(data) >= 2 * chunk
         got = both_ways(monkeypatch, path, fmt)
         assert not isinstance(got, tuple) and len(got.series) > 0
         assert len(calls) == 1 + (fmt == "mindformers")              # each read ahead (a file of many chunks)
@@ -158,6 +166,19 @@ def test_a_one_chunk_file_starts_no_thread(tmp_path, monkeypatch):
     assert len(read_megatron(path, load_formats()["megatron"]).series) > 0
     assert len(read_mindformers(mf, load_formats()["mindformers"]).local_norms) == 200
     assert "workbench-read-ahead" not in started
+
+
+def test_small_files_and_busy_machines_read_on_one_thread(tmp_path, monkeypatch):
+    """Below ``MIN_CHUNKS`` chunks, or with no core to spare, no thread (``Ahead.worth``)."""
+    monkeypatch.setattr(ahead, "MIN_CHUNKS", 8)
+    assert ahead.Ahead.worth(8 * 4096, 4096) and not ahead.Ahead.worth(8 * 4096 - 1, 4096)
+    monkeypatch.setattr(ahead, "spare_core", lambda: False)
+    assert not ahead.Ahead.worth(100 * 4096, 4096)
+    calls = counted_reads(monkeypatch)
+    monkeypatch.setattr(lines, "CHUNK", 4096)
+    path = tmp_path / "meg.log"
+    path.write_bytes(megatron_log())
+    assert len(read_megatron(path, load_formats()["megatron"]).series) > 0 and calls == []
 
 
 def test_ctrl_c_stops_and_joins_the_reading_thread(tmp_path, monkeypatch):

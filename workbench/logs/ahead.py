@@ -22,7 +22,8 @@ import sys
 import threading
 from collections import deque
 
-DEPTH = 3                        # buffers in the ring
+DEPTH = 2                        # buffers in the ring: the one scanned, the one read next
+MIN_CHUNKS = 8                   # a smaller file is read on one thread (measured: no gain below ~10 MiB)
 PIECE = 2 << 20                  # bytes faulted in at a time (a huge page)
 MADV_POPULATE_WRITE = 23         # linux/mman.h
 _ITEM, _DONE, _ERROR = range(3)
@@ -41,6 +42,13 @@ class Ahead:
         self._ready: deque = deque()
         self._faults: deque = deque()
         self._made, self._depth, self._stop = 0, depth, False
+
+    @staticmethod
+    def worth(size: int, chunk: int) -> bool:
+        """Whether a file of ``size`` bytes is read ahead: ``MIN_CHUNKS`` chunks or more, and a core to
+        spare (at least two usable, the 1-minute load below their count minus one: on a machine whose
+        cores are busy the second thread only waits for one, measured slower than one thread)."""
+        return size >= MIN_CHUNKS * chunk and spare_core()
 
     def fault_in(self, *arrays) -> None:
         """Fault in the first ``count`` items of each ``(array, count)`` on the reading thread, a piece of
@@ -121,6 +129,17 @@ class Ahead:
             if make:
                 return bytearray(size)
             _populate()(piece[1], piece[2])
+
+
+def spare_core() -> bool:
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return cores >= 2 and load < cores - 1
 
 
 def _populate():

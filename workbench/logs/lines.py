@@ -47,10 +47,10 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
     ``chunk``, default ``CHUNK``) and the room for a line carried over: a small file faults in no more
     than itself. ``boundary``: a chunk ends before the last line holding it, where that leaves a chunk
     (a record that starts with such a line, a MindFormers local-norm block, then stays in one chunk).
-    ``ahead`` (an ``ahead.Ahead``): a file larger than one chunk is read on a second thread into a ring of
+    ``ahead`` (an ``ahead.Ahead``): a file it finds ``worth`` it is read on a second thread into a ring of
     buffers while the caller reads the chunk before (the line ends then counted there: ``count`` unused)."""
     chunk = chunk or CHUNK
-    if ahead is not None and os.stat(path).st_size > chunk:
+    if ahead is not None and ahead.worth(os.stat(path).st_size, chunk):
         said: list[str] = []
         yield from ahead.read(lambda take: _spans(path, said, max_line, None, exact, chunk, boundary, take))
         notes += said                                 # when the caller has read every chunk, as below
