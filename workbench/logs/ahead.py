@@ -41,7 +41,7 @@ class Ahead:
         self._free: deque = deque()
         self._ready: deque = deque()
         self._faults: deque = deque()
-        self._made, self._depth, self._stop = 0, depth, False
+        self._made, self._depth, self._stop, self._running = 0, depth, False, False
 
     @staticmethod
     def worth(size: int, chunk: int) -> bool:
@@ -52,12 +52,15 @@ class Ahead:
 
     def fault_in(self, *arrays) -> None:
         """Fault in the first ``count`` items of each ``(array, count)`` on the reading thread, a piece of
-        each in turn (a scan writes them side by side); nothing when pages cannot be populated."""
-        if _populate() is None:
+        each in turn (a scan writes them side by side), in place of what was asked before (arrays that
+        grew are replaced: no reference to them is kept); nothing without that thread, or where pages
+        cannot be populated."""
+        if not self._running or _populate() is None:
             return
         spans = [(array, array.ctypes.data, min(count, len(array)) * array.itemsize) for array, count in arrays]
         pieces = max([-(-length // PIECE) for _, _, length in spans] + [1])
         with self._cond:
+            self._faults.clear()
             for piece in range(pieces):
                 for array, start, length in spans:
                     low, high = length * piece // pieces, length * (piece + 1) // pieces
@@ -71,7 +74,7 @@ class Ahead:
         when the next item is asked for."""
         thread = threading.Thread(target=self._produce, args=(produce,), name="workbench-read-ahead", daemon=True)
         thread.start()
-        held = None
+        self._running, held = True, None
         try:
             while True:
                 with self._cond:
@@ -90,7 +93,7 @@ class Ahead:
                 yield item
         finally:
             with self._cond:
-                self._stop = True
+                self._stop, self._running = True, False
                 self._faults.clear()
                 self._cond.notify_all()
             thread.join()
