@@ -231,3 +231,22 @@ def test_fault_in_keeps_every_byte(tmp_path, monkeypatch):
     assert np.array_equal(values[:written], np.concatenate([first + np.arange(step) for first in firsts]))
     reading.fault_in((values, len(values)))                     # after the read: nothing kept, nothing done
     assert not reading._faults
+
+
+def test_a_line_over_4_mib_is_skipped_the_same_read_ahead(tmp_path, monkeypatch):
+    """The skipped line's note comes once every chunk is read, as on one thread; the ring's two
+    buffers stay bounded (the line is never held whole)."""
+    import tracemalloc
+
+    calls = counted_reads(monkeypatch)
+    path = tmp_path / "long.log"
+    head, tail = megatron_log().split(b"\n(min", 1)
+    path.write_bytes(head + b"\n" + b"x" * (5 << 20) + b"\n(min" + tail)
+    tracemalloc.start()
+    try:
+        got = both_ways(monkeypatch, path, "megatron")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert calls and any("longer than 4 MiB skipped" in note for note in got.notes)
+    assert peak < 24 << 20, f"peak {peak >> 20} MiB"
