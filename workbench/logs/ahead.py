@@ -6,7 +6,7 @@ line end, counting line ends) and faulting in the scan's fresh row arrays run on
     for first, buffer, size in spans(path, notes, ahead=reading):   # buffer: one of DEPTH, reused
         ...                                         # may call reading.fault_in((array, count), ...)
 
-Memory stays bounded: a ring of ``DEPTH`` buffers (the one scanned, the one read, one ready); the
+Memory stays bounded: a ring of ``DEPTH`` buffers (the one scanned, the one read next); the
 reading thread takes a buffer only once the caller has asked for the chunk after the one it held.
 What it produced comes in file order, an error where it happened (after the chunks before it);
 when the caller stops (its own error, Ctrl-C) the thread is told to stop and joined before the
@@ -25,7 +25,7 @@ from collections import deque
 DEPTH = 2                        # buffers in the ring: the one scanned, the one read next
 MIN_CHUNKS = 8                   # a smaller file is read on one thread (measured: no gain below ~10 MiB)
 PIECE = 2 << 20                  # bytes faulted in at a time (a huge page)
-MADV_POPULATE_WRITE = 23         # linux/mman.h
+MADV_POPULATE_WRITE = 23         # include/uapi/asm-generic/mman-common.h (Linux 5.14)
 _ITEM, _DONE, _ERROR = range(3)
 
 
