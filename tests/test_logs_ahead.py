@@ -196,8 +196,13 @@ def test_ctrl_c_stops_and_joins_the_reading_thread(tmp_path, monkeypatch):
                 signal.raise_signal(signal.SIGINT)
             yield item
     monkeypatch.setattr(megatron_native, "spans", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        read_megatron(path, load_formats()["megatron"])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)   # Python's Ctrl-C (a background
+    # job starts with SIGINT ignored, and Python then installs no handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            read_megatron(path, load_formats()["megatron"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(chunks) == 3 and reading_threads() == []
 
 
