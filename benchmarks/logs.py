@@ -16,6 +16,9 @@ With ``--scan-alone N``, the compiled Megatron scan on its own (each call the be
 buffer and arrays already faulted in): the C code's own cost, apart from page faults and the load.
 With ``--phases``, one more read of each file with the time of its phases inside ``read_log`` (reading
 chunks, the compiled scan, lines read in Python, building the tables) and its page faults.
+With ``--ahead on|off`` the chunks are read on a second thread (``workbench/logs/ahead.py``) for every
+file of two chunks or more, or never; ``auto`` (default) is what ``read_log`` does: 8 chunks or more,
+and only when the 1-minute load leaves a core to spare (the load is printed).
 With ``--floors``, also what the unavoidable pieces of any Python/numpy reader cost on the Megatron
 file in the same run: reading it in chunks and splitting the lines, parsing its numbers exactly
 (``fastnum``), building its row table from ready arrays — each against the 25 % budget. The compiled
@@ -248,6 +251,19 @@ def scan_alone(path: Path, repeats: int) -> str:
             f"calls), {sum(best) / max(rows, 1) * 1e9:.1f} ns a field ({rows} fields)")
 
 
+def read_ahead(mode: str) -> str:
+    """Sets the second thread's use (``--ahead``); what it is, with the load now."""
+    import os
+
+    from workbench.logs import ahead
+
+    if mode != "auto":
+        ahead.MIN_CHUNKS = 2
+        ahead.spare_core = (lambda: True) if mode == "on" else (lambda: False)
+    load = os.getloadavg()[0]
+    return f"read ahead: {mode} (spare core now: {ahead.spare_core()}, 1-minute load {load:.2f})"
+
+
 def scanner() -> str:
     from workbench.logs.logscan import library
 
@@ -265,7 +281,10 @@ def main(argv=None) -> int:
     parser.add_argument("--phases", action="store_true", help="also time the phases inside read_log (one run each)")
     parser.add_argument("--scan-alone", type=int, default=0, metavar="N",
                         help="also time the compiled Megatron scan alone, each call the best of N (pre-faulted)")
+    parser.add_argument("--ahead", choices=("auto", "on", "off"), default="auto",
+                        help="read chunks on a second thread: as read_log decides, always, or never")
     args = parser.parse_args(argv)
+    said_ahead = read_ahead(args.ahead)
     with tempfile.TemporaryDirectory() as folder:
         megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
         write_megatron(megatron, args.iterations)
@@ -280,7 +299,8 @@ def main(argv=None) -> int:
               f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target; "
               f"CPU time ratio {row['cpu ratio']:6.1%})  {row['rows']} series rows, {row['local norms']} local "
               f"norms, peak allocated {row['peak MB']:.0f} MB")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; scanner: {scanner()}")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; scanner: {scanner()}; "
+          f"{said_ahead}")
     for line in said:
         print(line)
     return 0

@@ -38,7 +38,7 @@ def chunks(path: Path, notes: list[str], max_line: int = MAX_LINE):
 
 
 def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, exact: bool = False,
-          chunk: int | None = None, boundary: bytes | None = None):
+          chunk: int | None = None, boundary: bytes | None = None, ahead=None):
     """The chunks of ``chunks`` without copying them: ``(number of the first line, buffer, size)``,
     the chunk being ``buffer[:size]`` (a ``bytearray`` the next step reuses: read it before asking for
     the next, and hold no view of it then); ``exact``: the buffer is cut to the chunk (``size`` long).
@@ -46,14 +46,28 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
     in C unless given: a scanner that has counted them already). The buffer is the file's size (up to
     ``chunk``, default ``CHUNK``) and the room for a line carried over: a small file faults in no more
     than itself. ``boundary``: a chunk ends before the last line holding it, where that leaves a chunk
-    (a record that starts with such a line, a MindFormers local-norm block, then stays in one chunk)."""
+    (a record that starts with such a line, a MindFormers local-norm block, then stays in one chunk).
+    ``ahead`` (an ``ahead.Ahead``): a file it finds ``worth`` it is read on a second thread into a ring of
+    buffers while the caller reads the chunk before (the line ends then counted there: ``count`` unused)."""
+    chunk = chunk or CHUNK
+    if ahead is not None and ahead.worth(os.stat(path).st_size, chunk):
+        said: list[str] = []
+        yield from ahead.read(lambda take: _spans(path, said, max_line, None, exact, chunk, boundary, take))
+        notes += said                                 # when the caller has read every chunk, as below
+        return
+    yield from _spans(path, notes, max_line, count, exact, chunk, boundary, None)
+
+
+def _spans(path: Path, notes: list[str], max_line: int, count, exact: bool, chunk: int, boundary: bytes | None,
+           take):
+    """``spans``; ``take(buffer, size)``: the buffer of the next chunk (``None``: the same one)."""
     if count is None:
         from .logscan import count_lines as count
-    chunk = chunk or CHUNK
     number, carry, skipping, skipped, read = 1, 0, False, [], 0
     with open(path, "rb", buffering=0) as handle:
         expected = os.fstat(handle.fileno()).st_size
-        buffer = bytearray(min(chunk, expected) + SLACK)
+        room = min(chunk, expected) + SLACK
+        buffer = (take or _same)(None, room)
         while True:
             want = min(chunk, max(expected - read, 1))     # a file that grows is read on, a window at a time
             if len(buffer) < carry + want:
@@ -84,6 +98,7 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
                 del buffer[size:]
             yield number, buffer, size
             number += count(buffer, size) + 1
+            buffer = buffer if take is None else take(buffer, room)
             buffer[:len(rest)] = rest
             carry = len(rest)
             if carry > max_line:
@@ -99,6 +114,10 @@ def spans(path: Path, notes: list[str], max_line: int = MAX_LINE, count=None, ex
         shown = ", ".join(str(n) for n in skipped[:5])
         notes.append(f"{len(skipped)} line(s) longer than {max_line >> 20} MiB skipped (line {shown}"
                      f"{', ...' if len(skipped) > 5 else ''})")
+
+
+def _same(buffer: bytearray | None, size: int) -> bytearray:
+    return bytearray(size) if buffer is None else buffer
 
 
 def _before_last(buffer: bytearray, boundary: bytes, cut: int, least: int) -> int:

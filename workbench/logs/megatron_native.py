@@ -16,6 +16,7 @@ import ctypes
 import numpy as np
 
 from . import lines
+from .ahead import Ahead
 from .lines import spans
 from .logscan import CODES, P8, P32, P64, PF, Scan, library, pointer  # noqa: F401  (library: read_megatron's)
 
@@ -84,8 +85,9 @@ class NativeRows:
     NAMES = ("rank", "step", "line", "code", "value", "iteration")
     TYPES = (np.int32, np.int32, np.int32, np.int8, np.float64, np.int64)     # tables.COLUMN_TYPES
 
-    def __init__(self, scan: Scan, capacity: int):
+    def __init__(self, scan: Scan, capacity: int, reading=None):
         self.arrays = [np.empty(0, dtype) for dtype in self.TYPES]
+        self.reading = reading                     # an ahead.Ahead: fresh arrays are faulted in on its thread
         self.metrics: list[str] = []
         self.counts = np.zeros(CODES, dtype=np.int64)
         scan.code_rows, scan.code_cap = pointer(self.counts, P64), CODES
@@ -97,6 +99,14 @@ class NativeRows:
         for name, array in zip(self.NAMES, self.arrays, strict=True):
             setattr(scan, name, pointer(array, POINTERS[array.dtype.type]))
         scan.rows_cap = capacity
+        if self.reading is not None:
+            self.reading.fault_in(*self.ahead(scan))       # the rows C will write, on the other core
+
+    def ahead(self, scan: Scan) -> list[tuple[np.ndarray, int]]:
+        """(array, items C is expected to write) of each array: all its rows, iterations in the ratio so far."""
+        lines = min(scan.iterations / max(scan.rows, 1) * 1.05, 1.0)
+        return [(array, int(scan.rows_cap * lines) if index == 5 else scan.rows_cap)
+                for index, array in enumerate(self.arrays)]
 
     def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:
         """(rank, step, line, code, value) of every row, and the iterations."""
@@ -128,15 +138,15 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
     keys are passed in (``line_fields`` finds them); only when it brings no new key does Python read it."""
     from .megatron import ITERATION, line_fields
 
-    table, state = KeyTable(meaning_of), Scan()
+    table, state, reading = KeyTable(meaning_of), Scan(), Ahead()
     total, read = max(path.stat().st_size, 1), 0
-    rows = NativeRows(state, 1024)
+    rows = NativeRows(state, 1024, reading)
     named, patch, bad, cut, current = [], False, [], [], None
     back = np.empty(3 * BACK, dtype=np.int64)
     state.back, state.back_cap = pointer(back, P64), BACK
     chunk_first = [1]                                          # the number of the chunk's first line
     for first, buffer, size in spans(path, notes, count=lambda buffer, size: state.line_no - chunk_first[0],
-                                     chunk=min(SCAN_CHUNK, lines.CHUNK)):
+                                     chunk=min(SCAN_CHUNK, lines.CHUNK), ahead=reading):
         chunk_first[0] = first
         holder = (ctypes.c_char * max(size, 1)).from_buffer(buffer)
         address = ctypes.addressof(holder)

@@ -257,7 +257,10 @@ def _chunking() -> dict:
     from .logscan import mf_library
     from .megatron_native import SCAN_CHUNK
 
-    return {} if mf_library() is None else {"chunk": min(SCAN_CHUNK, lines.CHUNK), "boundary": b"norm_size:"}
+    from .ahead import Ahead
+
+    return {} if mf_library() is None else {"chunk": min(SCAN_CHUNK, lines.CHUNK), "boundary": b"norm_size:",
+                                            "ahead": Ahead()}
 
 
 def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
