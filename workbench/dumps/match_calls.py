@@ -40,6 +40,30 @@ def _stem_of(name: str) -> str:
     return name
 
 
+# Every stem of a list at once: the names joined a line each and the io part (:data:`_IO_PART`, with whatever
+# follows it) cut off each line by one substitution; ``(?:\.[^\n.]*)*$`` is ``(?=\.|$)`` and the rest of the line.
+_IO_TAILS = re.compile(r"(?m)\.(?:input|output|parameters)(?:\.[^\n.]*)*$")
+
+
+def stems_of(names: list) -> list[str]:
+    """``[call_stem(name) for name in names]``: one substitution over the joined names when they are str without a
+    line break; the names the joined text cannot decide alone (a gradient part, a stem cut to nothing because the
+    io part starts the name, which :func:`_stem_of` does not cut) are redone one by one
+    (``tests/test_compare_fast_paths.py`` holds it equal on fuzzed names)."""
+    try:
+        text = "\n".join(names)
+    except TypeError:                         # a name that is not a str
+        text = None
+    if text is None or text.count("\n") != len(names) - 1:
+        return [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
+    stems = _IO_TAILS.sub("", text).split("\n") if names else []
+    if "parameters_grad" in text or "" in stems:
+        for index in [i for i, (stem, name) in enumerate(zip(stems, names, strict=True))
+                      if not stem or "parameters_grad" in name]:
+            stems[index] = _stem_of(names[index])
+    return stems
+
+
 def is_module_row(name: str) -> bool:
     """A module/cell-level row (msprobe ``Module.…``/``Cell.…``) rather than an operator row."""
     return str(name).startswith(MODULE_PREFIXES)
@@ -131,7 +155,7 @@ def calls_of(rows: Rows) -> list[Call]:
     if not rows.size:
         return []
     names, passes, orders = rows["name"], rows["pass"], rows["order"]
-    stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
+    stems = stems_of(names)
     call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
