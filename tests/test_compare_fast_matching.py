@@ -31,3 +31,30 @@ def test_stems_of_a_column_equal_one_name_at_a_time(seed):
     ["Cell.m.Linear.forward.0.parameters.weight", "MatMul-op12"]])
 def test_stems_of_hostile_names(names):
     assert stems_of(names) == _one_by_one(names)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "longdouble"])
+@pytest.mark.parametrize("shape", ["all_missing", "few", "distinct", "signed_zeros", "one_row", "empty"])
+def test_float_cells_formatted_once_per_bit_pattern_are_pandas_text(dtype, shape):
+    """Float columns whose values repeat (one tolerance, all missing) are formatted once per distinct bit pattern:
+    the same text as ``to_csv``, -0.0 apart from 0.0, nan empty, in blocks and a column at a time."""
+    import math
+    import struct
+
+    import numpy as np
+    import pandas as pd
+
+    from workbench.report.csv_text import BLOCK, frame_csv
+
+    rng = random.Random(dtype + shape)
+    rows = {"one_row": 1, "empty": 0}.get(shape, BLOCK + 7)
+    pool = {"all_missing": [math.nan], "few": [1e-4, math.nan, 5e-324, math.inf, -math.inf, 1e16, 0.1 + 0.2],
+            "signed_zeros": [0.0, -0.0, math.nan, -5e-324]}.get(shape)
+    if pool is None:
+        values = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(rows)]
+    else:
+        values = [rng.choice(pool) for _ in range(rows)]
+    with np.errstate(over="ignore"):
+        column = np.asarray(values, dtype=dtype)
+    frame = pd.DataFrame({"x": column, "tag": ["a"] * rows, "y": column[::-1].copy()})
+    assert frame_csv(frame) == frame.to_csv(index=False)

@@ -74,9 +74,7 @@ def _cells(series) -> list[str] | None:
     values = series.to_numpy()
     kind = values.dtype.kind
     if kind == "f":                                   # pandas: astype(str), missing values empty
-        text = values.astype(str)
-        text[np.isnan(values)] = ""
-        return _quote(text.tolist())
+        return _quote(_float_cells(values))
     if kind in "iub":                                 # pandas: Python ints/bools, printed with str()
         return list(map(str, values.tolist()))
     items = values.tolist()
@@ -95,6 +93,26 @@ def _cells(series) -> list[str] | None:
     if types != {str}:                                # the csv writer: repr for floats, str for the rest
         items = [repr(v) if type(v) is float else str(v) for v in items]
     return _quote(items)
+
+
+def _float_cells(values) -> list[str]:
+    """``values.astype(str)`` with missing values empty; each distinct bit pattern formatted once (a column all
+    missing, or one tolerance for every row, is not formatted row by row; -0.0 and 0.0 stay apart)."""
+    import numpy as np
+    import pandas as pd
+
+    missing = np.isnan(values)
+    if missing.all():
+        return [""] * len(values)
+    codes, uniques = (pd.factorize(values.view(f"i{values.dtype.itemsize}")) if values.dtype.itemsize in (2, 4, 8)
+                      else (None, values))
+    if 4 * len(uniques) > len(values):
+        text = values.astype(str)
+        text[missing] = ""
+        return text.tolist()
+    text = uniques.view(values.dtype).astype(str)
+    text[np.isnan(uniques.view(values.dtype))] = ""
+    return text[codes].tolist()
 
 
 def _quote(cells: list[str]) -> list[str]:
