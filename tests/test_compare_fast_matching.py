@@ -58,3 +58,86 @@ def test_float_cells_formatted_once_per_bit_pattern_are_pandas_text(dtype, shape
         column = np.asarray(values, dtype=dtype)
     frame = pd.DataFrame({"x": column, "tag": ["a"] * rows, "y": column[::-1].copy()})
     assert frame_csv(frame) == frame.to_csv(index=False)
+
+
+def _dump_column(rng: random.Random, kind: str, size: int):
+    """A dump-table column of ``kind`` (the table's own dtypes) and its values as row dicts give them."""
+    import math
+
+    import pandas as pd
+
+    if kind == "string":
+        values = [rng.choice(["a", "", "ü,x", None, "MatMul-op1"]) if rng.random() < 0.9 else None for _ in range(size)]
+        return pd.Series(values, dtype="string"), values
+    if kind in ("Int64", "Int64_full"):
+        values = [rng.choice([0, 3, -2**63, 2**63 - 1, None if kind == "Int64" else 7]) for _ in range(size)]
+        return pd.Series(values, dtype="Int64"), values
+    if kind == "int64":
+        values = [rng.randint(-2**63, 2**63 - 1) for _ in range(size)]
+        return pd.Series(values, dtype="int64"), values
+    if kind == "float64":
+        values = [rng.choice([0.0, -0.0, math.nan, math.inf, 1.5, 5e-324]) for _ in range(size)]
+        return pd.Series(values, dtype="float64"), values
+    values = [rng.random() < 0.5 for _ in range(size)]
+    return pd.Series(values, dtype="bool"), values
+
+
+EXTRA = [[], [1, 2], [1, None], [1.5, float("nan")], [None], ["x", None], [True], [2**70], [1, 2.5], ["a", 1],
+         [(1, 2)], [-0.0]]
+
+
+@pytest.mark.parametrize("kind", ["string", "Int64", "Int64_full", "int64", "float64", "bool"])
+def test_typed_columns_are_the_inference_of_a_list(kind):
+    """A pair-table column made from the dump table's typed column and a list of Python values (fused pairs) has
+    the values and the dtype ``pd.Series`` of the whole list infers, reordered; and the rows' order is pandas'
+    stable sort."""
+    import numpy as np
+    import pandas as pd
+
+    from workbench.dumps.match_calls import Rows
+    from workbench.dumps.match_columns import joined, listed, reordered, series, sort_order, taken
+
+    rng = random.Random(kind)
+    for size in (0, 1, 40):
+        column, values = _dump_column(rng, kind, size)
+        rows = Rows(pd.DataFrame({"x": column}))
+        positions = np.asarray([rng.randrange(size) for _ in range(size)] if size else [], dtype=np.int64)
+        for extra in EXTRA:
+            python = [values[i] for i in positions.tolist()] + list(extra)
+            if not python:
+                continue
+            order = np.asarray(sorted(range(len(python)), key=lambda _: rng.random()), dtype=np.int64)
+            expected = pd.Series([python[i] for i in order.tolist()])
+            found = series(reordered(joined([taken(rows, "x", positions), listed(list(extra))]),
+                                     np.arange(len(python))), order, pd.RangeIndex(len(python)))
+            assert found.dtype == expected.dtype, (kind, extra)
+            pd.testing.assert_series_equal(found, expected, check_exact=True)
+            keys = [joined([taken(rows, "x", positions), listed(list(extra))]), (np.asarray(order), "plain")]
+            fast = sort_order(keys)
+            if fast is not None:
+                frame = pd.DataFrame({"k": pd.Series(python), "o": order})
+                assert fast.tolist() == frame.sort_values(["k", "o"], kind="stable").index.tolist()
+
+
+def _tree_rows(node, depth=0) -> list:
+    found = [(depth, node.name, node.rows, repr(node.worst), node.status)]
+    for child in node.children.values():
+        found += _tree_rows(child, depth + 1)
+    return found
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tree_hung_by_totals_is_the_tree_added_call_by_call(seed):
+    """Parents totalled from their children once give the tree that adding each call down from the root gives:
+    counts, worst (negative, -0.0 and nan worst values never above the start), statuses, first-appearance order,
+    a call repeated, names shared across levels, and None labels."""
+    import math
+
+    from workbench.dumps.hierarchy import _hang_one_by_one, hang
+
+    rng = random.Random(seed)
+    names = ["layer 0", "layer 1", "(no layer)", "m", "attention", "a ↔ b", "x"]
+    totals = [((rng.choice(names[:3]), rng.choice(names[2:5]), rng.choice(names[3:])), rng.randint(0, 5),
+               rng.choice([0.0, -0.0, 0.5, 3.0, -1.0, math.nan, 1e308]), rng.randint(0, 2)) for _ in range(300)]
+    for case in (totals, totals[:1], [], [((None, "m", "c"), 2, 1.0, 1), *totals[:20]]):
+        assert _tree_rows(hang(case)) == _tree_rows(_hang_one_by_one(case))

@@ -68,7 +68,6 @@ def _supported(series) -> bool:
 
 def _cells(series) -> list[str] | None:
     """One column's cells as the csv text holds them, or None when pandas must write the table."""
-    import numpy as np
     import pandas as pd
 
     values = series.to_numpy()
