@@ -2,6 +2,8 @@
 (with the reason), collected by a :class:`PairBuilder`."""
 from __future__ import annotations
 
+from operator import itemgetter
+
 from .match_calls import STATS, Call, Rows, combine, known
 from .match_columns import TEXT, joined, listed, reordered, series, sort_order, taken
 from .rows import repeated
@@ -99,11 +101,14 @@ class PairBuilder:
         sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
 
+        records = list(map(itemgetter(*PAIR_COLUMNS), (pair for _, pair in fused)))     # fused pairs, transposed:
+        fused_columns = dict(zip(PAIR_COLUMNS, map(list, zip(*records, strict=True)), strict=True)) if fused else {}
+
         def column(name: str) -> tuple:
             values = self._plain_column(name, index_a, index_b, calls)
             if order is None:
                 return values
-            return reordered(joined([values, listed([pair[name] for _, pair in fused])]), order)
+            return reordered(joined([values, listed(fused_columns.pop(name))]), order)
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 

@@ -118,7 +118,8 @@ def _quote(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
     if _QUOTED_ANY("".join(cells)) is None:
         return cells
-    return [cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in cells]
+    text = {cell: cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in dict.fromkeys(cells)}
+    return list(map(text.__getitem__, cells))              # each distinct cell looked at once
 
 
 def _quote_one(cell: str) -> str:
