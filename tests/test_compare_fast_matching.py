@@ -141,3 +141,33 @@ def test_tree_hung_by_totals_is_the_tree_added_call_by_call(seed):
                rng.choice([0.0, -0.0, 0.5, 3.0, -1.0, math.nan, 1e308]), rng.randint(0, 2)) for _ in range(300)]
     for case in (totals, totals[:1], [], [((None, "m", "c"), 2, 1.0, 1), *totals[:20]]):
         assert _tree_rows(hang(case)) == _tree_rows(_hang_one_by_one(case))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_alignment_table_by_rows_is_the_loops_table(seed):
+    """The gap's dynamic programming table made a row at a time with numpy is the Python loop's, cell for cell, on
+    fuzzed features (classes that never pair, equal and different sizes, levels nan/inf/huge/zero), and the
+    alignment made with it pairs the same calls."""
+    import math
+
+    from workbench.dumps import match_align
+    from workbench.dumps.match_align import Feature, _best, _best_loop, _scores, align
+
+    rng = random.Random(seed)
+
+    def feature() -> Feature:
+        return Feature(rng.choice(["linear", "softmax", "add", "cast"]), rng.choice(["forward", "forward", "backward"]),
+                       tuple(rng.choice([4, 8, 16]) for _ in range(rng.randint(0, 3))),
+                       rng.choice([math.nan, math.inf, 1e308, -1e308, 0.0, -0.0, 1.5, 2.5, 1e-300]))
+
+    for _ in range(60):
+        a = [feature() for _ in range(rng.randint(0, 40))]
+        b = [feature() for _ in range(rng.randint(0, 40))]
+        scores = _scores(a, b)
+        assert _best(scores, len(a) + 1, len(b) + 1) == _best_loop(scores, len(a) + 1, len(b) + 1)
+        fast = align(a, b)
+        small, match_align.SMALL = match_align.SMALL, 10 ** 9          # every gap through the loop
+        try:
+            assert align(a, b) == fast
+        finally:
+            match_align.SMALL = small

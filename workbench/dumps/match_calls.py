@@ -245,8 +245,9 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
     numel_a, numel_b = rows_a["numel"], rows_b["numel"]
+    by_a, by_b = call_a.by_io, call_b.by_io
     for io in ("input", "output", "parameter"):
-        part_a, part_b = call_a.by_io.get(io, ()), call_b.by_io.get(io, ())
+        part_a, part_b = by_a.get(io, ()), by_b.get(io, ())
         if not part_a and not part_b:
             continue
         if io == "parameter":
@@ -274,10 +275,11 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
                 _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
             else:
                 pairs.append((index_a, index_b))
-        unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
-                      for k, i in enumerate(part_a[len(part_b):])]
-        unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
-                      for k, i in enumerate(part_b[len(part_a):])]
+        if len(part_a) != len(part_b):
+            unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
+                          for k, i in enumerate(part_a[len(part_b):])]
+            unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
+                          for k, i in enumerate(part_b[len(part_a):])]
     return pairs, unmatched
 
 
