@@ -154,17 +154,19 @@ def calls_of(rows: Rows) -> list[Call]:
 
     if not rows.size:
         return []
-    names, passes, orders = rows["name"], rows["pass"], rows["order"]
+    names, passes = rows["name"], rows["pass"]
     stems = stems_of(names)
     call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
-    firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
+    at_firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)]
+    firsts = at_firsts.tolist()
     order_list = by_call.tolist()
-    earliest = _earliest(call_of, orders, count)
-    texts = [_texts_at(rows[column], firsts) for column in ("side", "op", "module_path", "pass", "name")]
-    numbers = [[int(v) for v in map(rows[column].__getitem__, firsts)] for column in ("rank", "step")]
+    earliest = _earliest(call_of, _integers(rows, "order"), count)
+    texts = [_texts_at(rows.take(column, at_firsts), range(count)) for column in ("side", "op", "module_path")]
+    texts += [_texts_at(values, firsts) for values in (passes, names)]
+    numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     calls, start = [], 0
     for number, (side, op, module, pass_, name, rank, step, first) in enumerate(
             zip(*texts, *numbers, firsts, strict=True)):
@@ -172,8 +174,8 @@ def calls_of(rows: Rows) -> list[Call]:
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
     _fill_by_io(calls, call_of, rows["io"], rows["slot"])
-    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray([c.step for c in calls], dtype=np.int64),
-                         np.asarray([c.rank for c in calls], dtype=np.int64)))       # stable: ties in call order
+    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
+                         np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
 
 
@@ -183,6 +185,14 @@ def _integers(rows: Rows, column: str):
 
     values = rows.table[column].to_numpy() if column in rows.columns else None
     return values if isinstance(values, np.ndarray) and values.dtype.kind in "iu" else rows[column]
+
+
+def _integers_at(rows: Rows, column: str, positions) -> list[int]:
+    """``int`` of the column's values at ``positions`` (an array), from the integer array when it is one."""
+    values = _integers(rows, column)
+    if not isinstance(values, list):
+        return values[positions].tolist()
+    return [int(values[i]) for i in positions.tolist()]
 
 
 def _codes(columns):
