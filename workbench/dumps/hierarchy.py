@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 STATUS_RANK = {"pass": 0, "warning": 1, "error": 2}
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     name: str
     worst: float = 0.0
@@ -96,8 +96,10 @@ def hang(totals: list, model: str = "model") -> Node:
         if module_node is None:
             module_node = layer_node.children[module] = Node(module)
         node = module_node.children.get(call)
-        if node is None:
-            node = module_node.children[call] = Node(call)
+        if node is None:                      # a call's first totals: its node as adding them would leave it
+            module_node.children[call] = Node(call, high if high > 0.0 else 0.0, names[rank] if rank > 0 else "pass",
+                                              count)
+            continue
         node.rows += count
         if high > node.worst:
             node.worst = high
@@ -144,14 +146,12 @@ def flat(root: Node):
     """The tree as a table: depth, path, worst relative difference, status, rows."""
     import pandas as pd
 
-    columns: dict[str, list] = {"depth": [], "path": [], "worst_rel": [], "status": [], "rows": []}
-
-    def visit(node: Node, depth: int, path: str) -> None:
+    rows = []
+    stack = [(root, 0, "")]                   # depth first, children in order: the last pushed is visited next
+    while stack:
+        node, depth, path = stack.pop()
         here = f"{path}/{node.name}" if path else node.name
-        for column, value in zip(columns.values(), (depth, here, node.worst, node.status, node.rows), strict=True):
-            column.append(value)
-        for child in node.children.values():
-            visit(child, depth + 1, here)
-
-    visit(root, 0, "")
-    return pd.DataFrame(columns)
+        rows.append((depth, here, node.worst, node.status, node.rows))
+        stack += [(child, depth + 1, here) for child in reversed(node.children.values())]
+    names = ("depth", "path", "worst_rel", "status", "rows")
+    return pd.DataFrame(dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))
