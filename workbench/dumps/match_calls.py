@@ -173,7 +173,7 @@ def calls_of(rows: Rows) -> list[Call]:
         calls.append(Call(side, rank, step, stems[first], op, module, pass_, name.startswith(MODULE_PREFIXES),
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
-    _fill_by_io(calls, call_of, rows["io"], rows["slot"])
+    _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
@@ -218,13 +218,12 @@ def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
     size = int(group_of.max()) + 1
     ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
     ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
+    starts = [0, *ends[:-1]]
     positions = ordered.tolist()
-    heads = ordered[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()          # a row of each group
-    call_list = call_of.tolist()
-    start = 0
-    for group, head in enumerate(heads):
-        calls[call_list[head]].by_io[ios[head]] = positions[start:ends[group]]
-        start = ends[group]
+    heads = ordered[np.asarray(starts, dtype=np.int64)]                              # a row of each group
+    for owner, io, start, end in zip(call_of[heads].tolist(), map(ios.__getitem__, heads.tolist()), starts, ends,
+                                     strict=True):
+        calls[owner].by_io[io] = positions[start:end]
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:

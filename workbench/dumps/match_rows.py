@@ -96,7 +96,7 @@ class PairBuilder:
 
         plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
         index_a, index_b = plain[:, 1], plain[:, 2]
-        calls = [self._calls[c] for c in plain[:, 3].tolist()]
+        calls = plain[:, 3]                                                   # each pair's call number
         fused = self._fused_pairs() if self._fused else []
         sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
@@ -112,22 +112,27 @@ class PairBuilder:
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
-    def _plain_column(self, name: str, index_a, index_b, calls: list) -> tuple:
+    def _plain_column(self, name: str, index_a, index_b, calls) -> tuple:
         """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns
-        (typed: :mod:`.match_columns`)."""
+        (typed: :mod:`.match_columns`); ``calls``: each pair's call number."""
         if name in ("rank", "step", "order", "pass", "io", "slot"):
             return taken(self.rows_a, name, index_a)
         if name in ("level", "logical_module", "call_a", "call_b"):
             at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
-            return [call[at] for call in calls], TEXT                     # stems and labels are str
+            return self._call_field(at)[calls], TEXT                          # stems and labels are str
         if name == "relation":
             return ["same"] * len(calls), TEXT
         if name == "layer":
-            return listed([_layer(call[4], own)
-                           for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)])
+            given = self._call_field(4)[calls]
+            return listed([_layer(layer, own) for layer, own in zip(given.tolist(), self.rows_a.take("layer", index_a),
+                                                                   strict=True)])
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
         return taken(rows, field, positions) if field in rows.columns else ([None] * len(calls), TEXT)
+
+    def _call_field(self, at: int):
+        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number."""
+        return _object_array([call[at] for call in self._calls])
 
     def unmatched_table(self):
         import numpy as np
