@@ -152,8 +152,13 @@ def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops)
 
 def _by_module(builder: PairBuilder, calls: list[Call], key) -> dict:
     groups = defaultdict(list)
+    logical: dict[str, tuple] = {}                 # module path -> its logical key, looked up once per path
     for call in calls:
-        groups[key(call.module_path)[0] if call.module_path else ()].append(call)
+        path = call.module_path
+        found = logical.get(path)
+        if found is None:
+            found = logical[path] = key(path)[0] if path else ()
+        groups[found].append(call)
     return groups
 
 
