@@ -171,3 +171,43 @@ def test_alignment_table_by_rows_is_the_loops_table(seed):
             assert align(a, b) == fast
         finally:
             match_align.SMALL = small
+
+
+def _rows(side: str, names: list, numel=4) -> list[dict]:
+    return [{"side": side, "rank": 0, "step": 0, "order": i, "name": name, "op": name.split(".")[1] if "." in name
+             else name, "module_path": "", "pass": "forward", "io": "output" if ".output." in name else "input",
+             "slot": 0, "dtype": "float32", "shape": "4", "numel": numel, "max": 1.0 + i, "min": -1.0, "mean": 0.0,
+             "l2norm": 2.0 + i} for i, name in enumerate(names)]
+
+
+HOSTILE_SIDES = {
+    "empty": ([], []),
+    "one row": (["Functional.linear.0.forward.input.0"], ["Functional.matmul.0.forward.input.0"]),
+    "every name unmatched": (["Functional.linear.0.forward.input.0", "Tensor.add.0.forward.output.0"],
+                             ["Functional.softmax.0.forward.input.0", "Functional.gelu.0.forward.output.0"]),
+    "names that are not calls": (["MatMul-op12", "", ".input.0", "a\nb.output.0"], ["MatMul-op3", "x", "y.z"]),
+    "unicode names": (["Functional.线性.0.forward.input.0", "Functional.linear.٣.forward.output.0"],
+                      ["Functional.линейный.0.forward.input.0", "Functional.matmul.٣.forward.output.0"]),
+    "one side empty": (["Functional.linear.0.forward.input.0"], []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_SIDES))
+def test_matched_tables_are_what_one_dict_per_row_gives(case):
+    """On hostile tables (empty, one row, nothing that pairs, names that do not look like calls, unicode names, a
+    side without rows), the pair and unmatched tables built from typed columns are the tables their own rows, as
+    dicts, give to pandas: the same values, the same column types."""
+    import pandas as pd
+
+    from workbench.dumps.match import match_dumps
+    from workbench.dumps.schema import as_table
+
+    names_a, names_b = HOSTILE_SIDES[case]
+    matching = match_dumps(as_table(_rows("A", names_a)), as_table(_rows("B", names_b)))
+    for frame in (matching.pairs, matching.unmatched):
+        if not len(frame):
+            continue
+        expected = pd.DataFrame(frame.to_dict("records"), columns=list(frame.columns))
+        pd.testing.assert_frame_equal(frame, expected, check_exact=True)
+    for side, names in (("A", names_a), ("B", names_b)):       # each row paired once or listed unmatched
+        assert int((matching.unmatched["side"] == side).sum()) + len(matching.pairs) == len(names)
