@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 STATUS_RANK = {"pass": 0, "warning": 1, "error": 2}
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     name: str
     worst: float = 0.0
@@ -81,7 +81,49 @@ def joined_totals(parts: list[list]) -> list:
 
 
 def hang(totals: list, model: str = "model") -> Node:
-    """The tree of call totals (:func:`call_totals`): model → layer → module → call."""
+    """The tree of call totals (:func:`call_totals`): model → layer → module → call. Each call's node is made
+    with its totals and each parent totals its children once (sums and maxima, so the same tree as adding the
+    calls one by one down from the root: :func:`_hang_one_by_one`, ``tests/test_compare_fast_matching.py``)."""
+    if any(None in key for key, *_ in totals):
+        return _hang_one_by_one(totals, model)
+    names = {rank: status for status, rank in STATUS_RANK.items()}
+    root = Node(model)
+    for (layer, module, call), count, high, rank in totals:
+        layer_node = root.children.get(layer)
+        if layer_node is None:
+            layer_node = root.children[layer] = Node(layer)
+        module_node = layer_node.children.get(module)
+        if module_node is None:
+            module_node = layer_node.children[module] = Node(module)
+        node = module_node.children.get(call)
+        if node is None:                      # a call's first totals: its node as adding them would leave it
+            module_node.children[call] = Node(call, high if high > 0.0 else 0.0, names[rank] if rank > 0 else "pass",
+                                              count)
+            continue
+        node.rows += count
+        if high > node.worst:
+            node.worst = high
+        if rank > STATUS_RANK.get(node.status, 0):
+            node.status = names[rank]
+    for layer_node in root.children.values():
+        for module_node in layer_node.children.values():
+            _total(module_node, module_node.children.values(), names)
+        _total(layer_node, layer_node.children.values(), names)
+    _total(root, root.children.values(), names)
+    return root
+
+
+def _total(node: Node, children, names: dict) -> None:
+    """A layer's or module's totals from its children's (when it has children: a call's are its own)."""
+    children = list(children)
+    if not children:
+        return
+    node.rows = sum(child.rows for child in children)
+    node.worst = max(0.0, *(child.worst for child in children))
+    node.status = names[max(STATUS_RANK.get(child.status, 0) for child in children)]
+
+
+def _hang_one_by_one(totals: list, model: str = "model") -> Node:
     root = Node(model)
     names = {rank: status for status, rank in STATUS_RANK.items()}
     for (layer, module, call), count, high, rank in totals:
@@ -104,14 +146,12 @@ def flat(root: Node):
     """The tree as a table: depth, path, worst relative difference, status, rows."""
     import pandas as pd
 
-    columns: dict[str, list] = {"depth": [], "path": [], "worst_rel": [], "status": [], "rows": []}
-
-    def visit(node: Node, depth: int, path: str) -> None:
+    rows = []
+    stack = [(root, 0, "")]                   # depth first, children in order: the last pushed is visited next
+    while stack:
+        node, depth, path = stack.pop()
         here = f"{path}/{node.name}" if path else node.name
-        for column, value in zip(columns.values(), (depth, here, node.worst, node.status, node.rows), strict=True):
-            column.append(value)
-        for child in node.children.values():
-            visit(child, depth + 1, here)
-
-    visit(root, 0, "")
-    return pd.DataFrame(columns)
+        rows.append((depth, here, node.worst, node.status, node.rows))
+        stack += [(child, depth + 1, here) for child in reversed(node.children.values())]
+    names = ("depth", "path", "worst_rel", "status", "rows")
+    return pd.DataFrame(dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))

@@ -152,8 +152,13 @@ def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops)
 
 def _by_module(builder: PairBuilder, calls: list[Call], key) -> dict:
     groups = defaultdict(list)
+    logical: dict[str, tuple] = {}                 # module path -> its logical key, looked up once per path
     for call in calls:
-        groups[key(call.module_path)[0] if call.module_path else ()].append(call)
+        path = call.module_path
+        found = logical.get(path)
+        if found is None:
+            found = logical[path] = key(path)[0] if path else ()
+        groups[found].append(call)
     return groups
 
 
@@ -163,8 +168,8 @@ def _no_module_reason(call: Call, side: str) -> str:
 
 
 def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
-    features_a = [_feature(builder.rows_a, c, ops) for c in group_a]
-    features_b = [_feature(builder.rows_b, c, ops) for c in group_b]
+    features_a = _features(builder.rows_a, group_a, ops)
+    features_b = _features(builder.rows_b, group_b, ops)
     pairs = align(features_a, features_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
@@ -179,11 +184,21 @@ def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], o
 
 
 def _feature(rows: Rows, call: Call, ops: OperatorTable) -> Feature:
+    return _features(rows, [call], ops)[0]
+
+
+def _features(rows: Rows, calls: list[Call], ops: OperatorTable) -> list[Feature]:
+    """Each call's :class:`Feature`: operator class, pass, element counts of its inputs then outputs, the l2norm of
+    its first output row (in row order)."""
     numel, level = _feature_columns(rows)
-    outputs = call.by_io.get("output", ())
-    numels = tuple(map(numel.__getitem__, [*call.by_io.get("input", ()), *outputs]))
-    return Feature(ops.op_class(call.op), call.pass_, numels,
-                   level[min(outputs)] if outputs else math.nan)         # the first output row, in row order
+    count, op_class, nan = numel.__getitem__, ops.op_class, math.nan
+    found = []
+    for call in calls:
+        by_io = call.by_io
+        outputs = by_io.get("output", ())
+        found.append(Feature(op_class(call.op), call.pass_, (*map(count, by_io.get("input", ())), *map(count, outputs)),
+                             level[min(outputs)] if outputs else nan))
+    return found
 
 
 def _feature_columns(rows: Rows) -> tuple[list, list]:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_CELLS = 250_000          # a gap larger than this (calls A x calls B) is aligned greedily, in order
 LOOKAHEAD = 8                # greedy: equivalent calls of B looked at for an equal-size one
 
 
-@dataclass(frozen=True)
-class Feature:
+class Feature(NamedTuple):
+    """What alignment knows of a call (a tuple: made ~100k times per comparison, a frozen dataclass's
+    ``__init__`` cost a third of the time)."""
+
     cls: str                 # operator class (converters/operators.yaml)
     pass_: str
     numels: tuple            # element counts of the inputs then the outputs, in slot order
@@ -91,14 +93,8 @@ def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
         return []
     if len(a) * len(b) > MAX_CELLS:
         return _greedy(a, b)
-    rows, cols = len(a) + 1, len(b) + 1
     scores = _scores(a, b)
-    best = [[0.0] * cols for _ in range(rows)]
-    for i in range(1, rows):
-        here, above, row = best[i], best[i - 1], scores[i - 1]
-        for j in range(1, cols):
-            pair = row[j - 1]
-            here[j] = max(above[j], here[j - 1], above[j - 1] + pair if pair else -1.0)
+    best = _best(scores, len(a) + 1, len(b) + 1)
     pairs, i, j = [], len(a), len(b)
     while i and j:
         pair = scores[i - 1][j - 1]
@@ -110,6 +106,36 @@ def _gap(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
         else:
             j -= 1
     return pairs[::-1]
+
+
+SMALL = 64                   # gaps of fewer cells are scored by the Python loop (numpy's per-row overhead is more)
+
+
+def _best(scores: list[list[float]], rows: int, cols: int) -> list[list[float]]:
+    """The dynamic programming table: ``best[i][j]`` = max(``best[i-1][j]``, ``best[i][j-1]``, ``best[i-1][j-1]`` +
+    score when the score is not 0). A row at a time with numpy when the gap is not small: the first two terms
+    without ``best[i][j-1]`` are whole-row operations, and ``best[i][j-1]`` is a running maximum along the row
+    (the same float additions and maxima, so the same table: ``tests/test_compare_fast_matching.py``)."""
+    if rows * cols < SMALL:
+        return _best_loop(scores, rows, cols)
+    import numpy as np
+
+    table = np.zeros((rows, cols))
+    for i in range(1, rows):
+        above, pair = table[i - 1], np.asarray(scores[i - 1])
+        candidate = np.maximum(above[1:], np.where(pair != 0.0, above[:-1] + pair, -1.0))
+        table[i, 1:] = np.maximum.accumulate(np.maximum(candidate, 0.0))
+    return table.tolist()
+
+
+def _best_loop(scores: list[list[float]], rows: int, cols: int) -> list[list[float]]:
+    best = [[0.0] * cols for _ in range(rows)]
+    for i in range(1, rows):
+        here, above, row = best[i], best[i - 1], scores[i - 1]
+        for j in range(1, cols):
+            pair = row[j - 1]
+            here[j] = max(above[j], here[j - 1], above[j - 1] + pair if pair else -1.0)
+    return best
 
 
 def _scores(a: list[Feature], b: list[Feature]) -> list[list[float]]:

@@ -40,6 +40,30 @@ def _stem_of(name: str) -> str:
     return name
 
 
+# Every stem of a list at once: the names joined a line each and the io part (:data:`_IO_PART`, with whatever
+# follows it) cut off each line by one substitution; ``(?:\.[^\n.]*)*$`` is ``(?=\.|$)`` and the rest of the line.
+_IO_TAILS = re.compile(r"(?m)\.(?:input|output|parameters)(?:\.[^\n.]*)*$")
+
+
+def stems_of(names: list) -> list[str]:
+    """``[call_stem(name) for name in names]``: one substitution over the joined names when they are str without a
+    line break; the names the joined text cannot decide alone (a gradient part, a stem cut to nothing because the
+    io part starts the name, which :func:`_stem_of` does not cut) are redone one by one
+    (``tests/test_compare_fast_paths.py`` holds it equal on fuzzed names)."""
+    try:
+        text = "\n".join(names)
+    except TypeError:                         # a name that is not a str
+        text = None
+    if text is None or text.count("\n") != len(names) - 1:
+        return [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
+    stems = _IO_TAILS.sub("", text).split("\n") if names else []
+    if "parameters_grad" in text or "" in stems:
+        for index in [i for i, (stem, name) in enumerate(zip(stems, names, strict=True))
+                      if not stem or "parameters_grad" in name]:
+            stems[index] = _stem_of(names[index])
+    return stems
+
+
 def is_module_row(name: str) -> bool:
     """A module/cell-level row (msprobe ``Module.…``/``Cell.…``) rather than an operator row."""
     return str(name).startswith(MODULE_PREFIXES)
@@ -130,26 +154,28 @@ def calls_of(rows: Rows) -> list[Call]:
 
     if not rows.size:
         return []
-    names, passes, orders = rows["name"], rows["pass"], rows["order"]
-    stems = [_stem_of(name) if type(name) is str else call_stem(_text(name)) for name in names]
+    names, passes = rows["name"], rows["pass"]
+    stems = stems_of(names)
     call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
-    firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()
+    at_firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)]
+    firsts = at_firsts.tolist()
     order_list = by_call.tolist()
-    earliest = _earliest(call_of, orders, count)
-    texts = [_texts_at(rows[column], firsts) for column in ("side", "op", "module_path", "pass", "name")]
-    numbers = [[int(v) for v in map(rows[column].__getitem__, firsts)] for column in ("rank", "step")]
+    earliest = _earliest(call_of, _integers(rows, "order"), count)
+    texts = [_texts_at(rows.take(column, at_firsts), range(count)) for column in ("side", "op", "module_path")]
+    texts += [_texts_at(values, firsts) for values in (passes, names)]
+    numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     calls, start = [], 0
     for number, (side, op, module, pass_, name, rank, step, first) in enumerate(
             zip(*texts, *numbers, firsts, strict=True)):
         calls.append(Call(side, rank, step, stems[first], op, module, pass_, name.startswith(MODULE_PREFIXES),
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
-    _fill_by_io(calls, call_of, rows["io"], rows["slot"])
-    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray([c.step for c in calls], dtype=np.int64),
-                         np.asarray([c.rank for c in calls], dtype=np.int64)))       # stable: ties in call order
+    _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
+    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
+                         np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
 
 
@@ -159,6 +185,14 @@ def _integers(rows: Rows, column: str):
 
     values = rows.table[column].to_numpy() if column in rows.columns else None
     return values if isinstance(values, np.ndarray) and values.dtype.kind in "iu" else rows[column]
+
+
+def _integers_at(rows: Rows, column: str, positions) -> list[int]:
+    """``int`` of the column's values at ``positions`` (an array), from the integer array when it is one."""
+    values = _integers(rows, column)
+    if not isinstance(values, list):
+        return values[positions].tolist()
+    return [int(values[i]) for i in positions.tolist()]
 
 
 def _codes(columns):
@@ -184,13 +218,12 @@ def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
     size = int(group_of.max()) + 1
     ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
     ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
+    starts = [0, *ends[:-1]]
     positions = ordered.tolist()
-    heads = ordered[np.asarray([0, *ends[:-1]], dtype=np.int64)].tolist()          # a row of each group
-    call_list = call_of.tolist()
-    start = 0
-    for group, head in enumerate(heads):
-        calls[call_list[head]].by_io[ios[head]] = positions[start:ends[group]]
-        start = ends[group]
+    heads = ordered[np.asarray(starts, dtype=np.int64)]                              # a row of each group
+    for owner, io, start, end in zip(call_of[heads].tolist(), map(ios.__getitem__, heads.tolist()), starts, ends,
+                                     strict=True):
+        calls[owner].by_io[io] = positions[start:end]
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
@@ -221,8 +254,9 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
     numel_a, numel_b = rows_a["numel"], rows_b["numel"]
+    by_a, by_b = call_a.by_io, call_b.by_io
     for io in ("input", "output", "parameter"):
-        part_a, part_b = call_a.by_io.get(io, ()), call_b.by_io.get(io, ())
+        part_a, part_b = by_a.get(io, ()), by_b.get(io, ())
         if not part_a and not part_b:
             continue
         if io == "parameter":
@@ -250,10 +284,11 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
                 _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
             else:
                 pairs.append((index_a, index_b))
-        unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
-                      for k, i in enumerate(part_a[len(part_b):])]
-        unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
-                      for k, i in enumerate(part_b[len(part_a):])]
+        if len(part_a) != len(part_b):
+            unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
+                          for k, i in enumerate(part_a[len(part_b):])]
+            unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
+                          for k, i in enumerate(part_b[len(part_a):])]
     return pairs, unmatched
 
 

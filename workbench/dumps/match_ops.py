@@ -59,8 +59,11 @@ class OperatorTable:
         return found
 
     def is_layout(self, op: str) -> bool:
-        token = normalise(op_token(op))
-        return token in self.layout or self.classes.get(token) in self.layout
+        found = self._memo.get(("layout", op))
+        if found is None:
+            token = normalise(op_token(op))
+            found = self._memo[("layout", op)] = token in self.layout or self.classes.get(token) in self.layout
+        return found
 
 
 def load_operators(path: Path | str | None = None) -> OperatorTable:

@@ -2,7 +2,10 @@
 (with the reason), collected by a :class:`PairBuilder`."""
 from __future__ import annotations
 
+from operator import itemgetter
+
 from .match_calls import STATS, Call, Rows, combine, known
+from .match_columns import TEXT, joined, listed, reordered, series, sort_order, taken
 from .rows import repeated
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
@@ -93,33 +96,43 @@ class PairBuilder:
 
         plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
         index_a, index_b = plain[:, 1], plain[:, 2]
-        calls = [self._calls[c] for c in plain[:, 3].tolist()]
+        calls = plain[:, 3]                                                   # each pair's call number
         fused = self._fused_pairs() if self._fused else []
         sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
 
-        def column(name: str):
+        records = list(map(itemgetter(*PAIR_COLUMNS), (pair for _, pair in fused)))     # fused pairs, transposed:
+        fused_columns = dict(zip(PAIR_COLUMNS, map(list, zip(*records, strict=True)), strict=True)) if fused else {}
+
+        def column(name: str) -> tuple:
             values = self._plain_column(name, index_a, index_b, calls)
             if order is None:
                 return values
-            return _joined([values, [pair[name] for _, pair in fused]])[order]
+            return reordered(joined([values, listed(fused_columns.pop(name))]), order)
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
 
-    def _plain_column(self, name: str, index_a, index_b, calls: list) -> list:
-        """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns."""
+    def _plain_column(self, name: str, index_a, index_b, calls) -> tuple:
+        """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns
+        (typed: :mod:`.match_columns`); ``calls``: each pair's call number."""
         if name in ("rank", "step", "order", "pass", "io", "slot"):
-            return self.rows_a.take_objects(name, index_a)
+            return taken(self.rows_a, name, index_a)
         if name in ("level", "logical_module", "call_a", "call_b"):
             at = {"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name]
-            return [call[at] for call in calls]
+            return self._call_field(at)[calls], TEXT                          # stems and labels are str
         if name == "relation":
-            return ["same"] * len(calls)
+            return ["same"] * len(calls), TEXT
         if name == "layer":
-            return [_layer(call[4], own) for call, own in zip(calls, self.rows_a.take("layer", index_a), strict=True)]
+            given = self._call_field(4)[calls]
+            return listed([_layer(layer, own) for layer, own in zip(given.tolist(), self.rows_a.take("layer", index_a),
+                                                                   strict=True)])
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
-        return rows.take_objects(field, positions) if field in rows.columns else [None] * len(calls)
+        return taken(rows, field, positions) if field in rows.columns else ([None] * len(calls), TEXT)
+
+    def _call_field(self, at: int):
+        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number."""
+        return _object_array([call[at] for call in self._calls])
 
     def unmatched_table(self):
         import numpy as np
@@ -127,18 +140,18 @@ class PairBuilder:
         found = self._reasons                      # side -> {row position: reason}, in the order recorded
         positions = {side: np.fromiter(items, np.int64, len(items)) for side, items in found.items()}
 
-        def column(name: str):
+        def column(name: str) -> tuple:
             parts: list = []
             for side, items in found.items():
                 rows = self.rows(side)
                 if name == "side":
-                    parts.append(repeated(side, len(items)))
+                    parts.append((repeated(side, len(items)), TEXT))
                 elif name == "reason":
-                    parts.append(list(items.values()))
+                    parts.append((list(items.values()), TEXT))
                 else:
-                    parts.append(rows.take_objects(name, positions[side]) if name in rows.columns
-                                 else [None] * len(items))
-            return _joined(parts)
+                    parts.append(taken(rows, name, positions[side]) if name in rows.columns
+                                 else ([None] * len(items), TEXT))
+            return joined(parts)
 
         return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
                       ("side", "step", "rank", "order"))
@@ -151,17 +164,21 @@ def _layer(given, own):
 
 def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     """The DataFrame one dict per row would make (the same column types), stably sorted by ``keys``, built one
-    column at a time from ``column(name)`` (Python values): a list's inference is the records' inference, the
-    rows are put in order before they become columns, and only one column's Python objects exist at a time."""
+    column at a time from ``column(name)`` (typed values, :mod:`.match_columns`; untyped ones by a list's inference,
+    which is the records' inference): the rows are put in order before they become columns, and only one column's
+    Python objects exist at a time."""
     import pandas as pd
 
     if not size:
         return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
-    order = pd.DataFrame({key: pd.Series(_listed(column(key))) for key in keys}).sort_values(
-        list(keys), kind="stable").index.to_numpy()
+    found = {key: column(key) for key in keys}
+    order = sort_order([found[key] for key in keys])
+    if order is None:
+        order = pd.DataFrame({key: pd.Series(_listed(found[key][0])) for key in keys}).sort_values(
+            list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
-        frame[name] = _series(column(name), order, frame.index)
+        frame[name] = series(found.pop(name) if name in found else column(name), order, frame.index)
     return frame
 
 

@@ -68,15 +68,12 @@ def _supported(series) -> bool:
 
 def _cells(series) -> list[str] | None:
     """One column's cells as the csv text holds them, or None when pandas must write the table."""
-    import numpy as np
     import pandas as pd
 
     values = series.to_numpy()
     kind = values.dtype.kind
     if kind == "f":                                   # pandas: astype(str), missing values empty
-        text = values.astype(str)
-        text[np.isnan(values)] = ""
-        return _quote(text.tolist())
+        return _quote(_float_cells(values))
     if kind in "iub":                                 # pandas: Python ints/bools, printed with str()
         return list(map(str, values.tolist()))
     items = values.tolist()
@@ -97,11 +94,32 @@ def _cells(series) -> list[str] | None:
     return _quote(items)
 
 
+def _float_cells(values) -> list[str]:
+    """``values.astype(str)`` with missing values empty; each distinct bit pattern formatted once (a column all
+    missing, or one tolerance for every row, is not formatted row by row; -0.0 and 0.0 stay apart)."""
+    import numpy as np
+    import pandas as pd
+
+    missing = np.isnan(values)
+    if missing.all():
+        return [""] * len(values)
+    codes, uniques = (pd.factorize(values.view(f"i{values.dtype.itemsize}")) if values.dtype.itemsize in (2, 4, 8)
+                      else (None, values))
+    if 4 * len(uniques) > len(values):
+        text = values.astype(str)
+        text[missing] = ""
+        return text.tolist()
+    text = uniques.view(values.dtype).astype(str)
+    text[np.isnan(uniques.view(values.dtype))] = ""
+    return text[codes].tolist()
+
+
 def _quote(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
     if _QUOTED_ANY("".join(cells)) is None:
         return cells
-    return [cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in cells]
+    text = {cell: cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in dict.fromkeys(cells)}
+    return list(map(text.__getitem__, cells))              # each distinct cell looked at once
 
 
 def _quote_one(cell: str) -> str:

@@ -1,0 +1,110 @@
+"""Columns of the pair and unmatched tables (:mod:`.match_rows`) with what is known of their values' types, so the
+table gets the column type one dict per row would give without pandas inferring it from a list of Python values.
+
+A column is ``(values, kind)``: ``PLAIN`` an int64/float64/bool array (what a list of its values infers), ``TEXT``
+str and None only (an object column), ``None`` anything else (pandas infers from the list, as before). The dump
+table's own types say which: numpy columns are plain, string columns are text, a nullable integer column without a
+missing value is int64; a list's own types say it for the few values made in Python (fused pairs, layers).
+``tests/test_compare_fast_matching.py`` holds the tables to the inference of a list on fuzzed and hostile columns.
+"""
+from __future__ import annotations
+
+PLAIN, TEXT = "plain", "text"
+_PLAIN_DTYPES = ("int64", "float64", "bool")
+
+
+def taken(rows, field: str, positions) -> tuple:
+    """``field`` of a :class:`.match_calls.Rows` at ``positions``, typed."""
+    import numpy as np
+    import pandas as pd
+
+    from .schema import object_values
+
+    series = rows.table[field]
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.name in _PLAIN_DTYPES:
+        return series.to_numpy()[positions], PLAIN
+    part = series.take(positions)
+    if isinstance(dtype, pd.StringDtype):
+        return object_values(part), TEXT
+    if isinstance(dtype, pd.Int64Dtype) and not part.isna().any():
+        return part.to_numpy(dtype=np.int64), PLAIN
+    return object_values(part), None
+
+
+def listed(values: list) -> tuple:
+    """A list of Python values, typed by the types it holds."""
+    import numpy as np
+
+    types = set(map(type, values))
+    if types <= {str, type(None)}:
+        return values, TEXT
+    plain = {frozenset((int,)): np.int64, frozenset((float,)): np.float64, frozenset((bool,)): np.bool_}.get(
+        frozenset(types))
+    if plain is not None:
+        try:
+            return np.asarray(values, dtype=plain), PLAIN
+        except OverflowError:                 # an int beyond int64: pandas' inference decides
+            pass
+    return values, None
+
+
+def joined(parts: list[tuple]) -> tuple:
+    """The parts one after the other: typed when all are plain of one dtype or all text, else inferred later."""
+    import numpy as np
+
+    from .match_rows import _joined, _object_array
+
+    kinds = {kind for _, kind in parts}
+    if kinds == {PLAIN} and len({values.dtype for values, _ in parts}) == 1:
+        return np.concatenate([values for values, _ in parts]), PLAIN
+    if kinds == {TEXT}:
+        return np.concatenate([_object_array(values) for values, _ in parts]), TEXT
+    return _joined([values for values, _ in parts]), None
+
+
+def reordered(column: tuple, order) -> tuple:
+    """The column's values at ``order`` (an array: of objects for text and untyped values)."""
+    from .match_rows import _joined, _object_array
+
+    values, kind = column
+    array = values if kind == PLAIN else _object_array(values) if kind == TEXT else _joined([values])
+    return array[order], kind
+
+
+def series(column: tuple, order, index):
+    """``pd.Series([values[i] for i in order])``: typed columns as their arrays, the rest by the list's inference."""
+    import pandas as pd
+
+    from .match_rows import _object_array, _series
+
+    values, kind = column
+    if kind == PLAIN:
+        return pd.Series(values[order], index=index)
+    if kind == TEXT:
+        return pd.Series(_object_array(values)[order], index=index)
+    return _series(values, order, index)
+
+
+def sort_order(columns: list[tuple]):
+    """The stable order of rows sorted by ``columns`` (the first the major key), as ``DataFrame.sort_values(keys,
+    kind="stable")`` gives it, when every key is an integer/bool array or text without a missing value (np.lexsort
+    of the values, or of each text's rank among its sorted distinct values); None otherwise (pandas sorts)."""
+    import numpy as np
+    import pandas as pd
+
+    keys = []
+    for values, kind in columns:
+        if kind == PLAIN and values.dtype.kind in "iub":
+            keys.append(values)
+            continue
+        if kind != TEXT:
+            return None
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        uniques = list(uniques)
+        if not all(type(v) is str for v in uniques) or -1 in codes:
+            return None
+        rank = np.empty(len(uniques), dtype=np.int64)
+        rank[sorted(range(len(uniques)), key=uniques.__getitem__)] = np.arange(len(uniques))
+        keys.append(rank[codes])
+    return np.lexsort(keys[::-1])
