@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from workbench.dumps.match_calls import call_stem, stems_of
+from workbench.dumps.match_names import call_stem, stems_of
 
 TOKENS = [".", "input", "output", "parameters", "parameters_grad", "0", "12", "x", "_", ".input", ".output.",
           ".parameters_grad.", "٣", "", "forward", "Module.", "Functional.linear", "\r", ".parameters"]

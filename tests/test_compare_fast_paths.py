@@ -12,7 +12,8 @@ import pytest
 
 from workbench.dumps.match import _feature
 from workbench.dumps.match_align import Feature
-from workbench.dumps.match_calls import Rows, _stem_of, call_stem, calls_of, known
+from workbench.dumps.match_calls import Rows, calls_of, known
+from workbench.dumps.match_names import _stem_of, call_stem
 from workbench.dumps.match_ops import load_operators
 from workbench.dumps.match_rows import _joined, _series
 from workbench.dumps.schema import as_table

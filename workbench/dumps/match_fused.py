@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .match_calls import Call, param_name
+from .match_calls import Call
+from .match_names import param_name
 
 FUSED_REASON = "inside a fused module: compared at module level on combined statistics"
 GRAD_SUM_REASON = ("gradient of a fused module's input is the sum of its parts' gradients, "
