@@ -4,6 +4,7 @@ chunk seam, with an error in the first chunk or the fifth, in the scan or in the
 a one-chunk file starts no thread; Ctrl-C and errors leave no thread running."""
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -30,6 +31,7 @@ from test_logs_native import assert_same, outcome  # noqa: E402
 pytestmark = pytest.mark.skipif(library() is None or mf_library() is None, reason="the compiled log scanners are not built "
                                 "(python workbench/native/build.py), or WORKBENCH_NATIVE=0")
 READERS = {"megatron": read_megatron, "mindformers": read_mindformers}
+SPARE_CORE = ahead.spare_core            # the real gate (the fixture below replaces it for the other tests)
 
 
 @pytest.fixture(autouse=True)
@@ -179,6 +181,15 @@ def test_small_files_and_busy_machines_read_on_one_thread(tmp_path, monkeypatch)
     path = tmp_path / "meg.log"
     path.write_bytes(megatron_log())
     assert len(read_megatron(path, load_formats()["megatron"]).series) > 0 and calls == []
+
+
+@pytest.mark.parametrize(("cores", "load", "spare"), [(2, 0.0, True), (2, 1.2, True), (2, 1.5, False),
+                                                      (2, 3.0, False), (1, 0.0, False), (16, 14.0, True)])
+def test_a_core_is_spare_below_the_cores_minus_a_half(monkeypatch, cores, load, spare):
+    """The caller counts in the load: on two cores, a load of 1.2 is the caller and a little more."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert SPARE_CORE() is spare
 
 
 def test_ctrl_c_stops_and_joins_the_reading_thread(tmp_path, monkeypatch):

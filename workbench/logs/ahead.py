@@ -135,6 +135,8 @@ class Ahead:
 
 
 def spare_core() -> bool:
+    """At least two usable cores and a 1-minute load under their count minus a half: the caller, reading
+    already, is usually one of the load's runnable tasks, so on two cores a load of ~1 is the caller alone."""
     import os
 
     try:
@@ -142,7 +144,7 @@ def spare_core() -> bool:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return False
-    return cores >= 2 and load < cores - 1
+    return cores >= 2 and load < cores - 0.5
 
 
 def _populate():
