@@ -26,6 +26,10 @@ def dumps(tmp_path_factory):
     return root
 
 
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _children(pid: int) -> set[int]:
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -48,7 +52,10 @@ def test_a_signal_stops_the_pool_at_once_and_writes_nothing(dumps, tmp_path, sig
     out = tmp_path / "report.csv"
     command = [sys.executable, "-m", "workbench", "compare", str(dumps / "a"), str(dumps / "b"), "--workers", "2",
                "--out", str(out)]
-    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As a terminal's Ctrl-C reaches a foreground job: a job started in the background (a CI runner) inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_sigint_as_in_a_terminal)
     deadline, workers = time.monotonic() + 60, set()
     while len(workers) < 2 and child.poll() is None and time.monotonic() < deadline:
         workers = _children(child.pid)
