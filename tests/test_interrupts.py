@@ -56,17 +56,19 @@ def big_hf_checkpoint(folder: Path) -> Path:
     return folder
 
 
-def _default_sighup() -> None:
-    """In the child: SIGHUP's default action, whatever the test runner inherited (under ``nohup`` it is ignored,
-    and the converter rightly keeps an ignored signal ignored: the SIGHUP case would then finish normally)."""
+def _default_signals() -> None:
+    """In the child: SIGHUP's and SIGINT's default actions, whatever the test runner inherited (under ``nohup``
+    SIGHUP is ignored, in a job a non-interactive shell started in the background SIGINT is; the converter
+    rightly keeps an ignored signal ignored, and those cases would then finish normally)."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def start_convert(source: Path, destination: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "workbench", "convert", str(source), str(destination),
                              "--to", "mindformers"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sighup)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
 
 
 def wait_for_partial(folder: Path, process: subprocess.Popen, timeout: float = 120.0) -> Path:
