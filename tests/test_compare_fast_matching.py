@@ -133,14 +133,29 @@ def test_tree_hung_by_totals_is_the_tree_added_call_by_call(seed):
     a call repeated, names shared across levels, and None labels."""
     import math
 
-    from workbench.dumps.hierarchy import _hang_one_by_one, hang
+    from workbench.dumps.hierarchy import STATUS_RANK, Node, hang
+
+    def hang_one_by_one(totals: list) -> Node:            # each total added to every node of its path
+        root, status_of = Node("model"), {rank: status for status, rank in STATUS_RANK.items()}
+        for (layer, module, call), count, high, rank in totals:
+            path = [root]
+            for name in (layer, module, call):
+                if name is not None:                      # None: the level is skipped
+                    path.append(path[-1].children.setdefault(name, Node(name)))
+            for node in path:
+                node.rows += count
+                node.worst = high if high > node.worst else node.worst
+                node.status = status_of[rank] if rank > STATUS_RANK[node.status] else node.status
+        return root
 
     rng = random.Random(seed)
     names = ["layer 0", "layer 1", "(no layer)", "m", "attention", "a ↔ b", "x"]
     totals = [((rng.choice(names[:3]), rng.choice(names[2:5]), rng.choice(names[3:])), rng.randint(0, 5),
                rng.choice([0.0, -0.0, 0.5, 3.0, -1.0, math.nan, 1e308]), rng.randint(0, 2)) for _ in range(300)]
-    for case in (totals, totals[:1], [], [((None, "m", "c"), 2, 1.0, 1), *totals[:20]]):
-        assert _tree_rows(hang(case)) == _tree_rows(_hang_one_by_one(case))
+    for case in (totals, totals[:1], [], [((None, "m", "c"), 2, 1.0, 1), *totals[:20]],
+                 [(("layer 0", None, None), 3, 2.0, 2), *totals[:20], (("layer 0", "m", None), 1, math.nan, 0)]):
+        assert _tree_rows(hang(case)) == _tree_rows(hang_one_by_one(case))
+        assert hang(case).rows == sum(count for _, count, _, _ in case)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

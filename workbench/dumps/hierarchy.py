@@ -81,65 +81,38 @@ def joined_totals(parts: list[list]) -> list:
 
 
 def hang(totals: list, model: str = "model") -> Node:
-    """The tree of call totals (:func:`call_totals`): model → layer → module → call. Each call's node is made
-    with its totals and each parent totals its children once (sums and maxima, so the same tree as adding the
-    calls one by one down from the root: :func:`_hang_one_by_one`, ``tests/test_compare_fast_matching.py``)."""
-    if any(None in key for key, *_ in totals):
-        return _hang_one_by_one(totals, model)
+    """The tree of call totals (:func:`call_totals`): model → layer → module → call, a None label skipping its
+    level. Each total is added to the deepest node of its path, then every node totals its children once
+    (sums and maxima: the same tree as adding each total to every node of its path, which
+    ``tests/test_compare_fast_matching.py`` holds it to)."""
     names = {rank: status for status, rank in STATUS_RANK.items()}
     root = Node(model)
-    for (layer, module, call), count, high, rank in totals:
-        layer_node = root.children.get(layer)
-        if layer_node is None:
-            layer_node = root.children[layer] = Node(layer)
-        module_node = layer_node.children.get(module)
-        if module_node is None:
-            module_node = layer_node.children[module] = Node(module)
-        node = module_node.children.get(call)
-        if node is None:                      # a call's first totals: its node as adding them would leave it
-            module_node.children[call] = Node(call, high if high > 0.0 else 0.0, names[rank] if rank > 0 else "pass",
-                                              count)
-            continue
-        node.rows += count
-        if high > node.worst:
-            node.worst = high
-        if rank > STATUS_RANK.get(node.status, 0):
-            node.status = names[rank]
-    for layer_node in root.children.values():
-        for module_node in layer_node.children.values():
-            _total(module_node, module_node.children.values(), names)
-        _total(layer_node, layer_node.children.values(), names)
-    _total(root, root.children.values(), names)
-    return root
-
-
-def _total(node: Node, children, names: dict) -> None:
-    """A layer's or module's totals from its children's (when it has children: a call's are its own)."""
-    children = list(children)
-    if not children:
-        return
-    node.rows = sum(child.rows for child in children)
-    node.worst = max(0.0, *(child.worst for child in children))
-    node.status = names[max(STATUS_RANK.get(child.status, 0) for child in children)]
-
-
-def _hang_one_by_one(totals: list, model: str = "model") -> Node:
-    root = Node(model)
-    names = {rank: status for status, rank in STATUS_RANK.items()}
     for (layer, module, call), count, high, rank in totals:
         node = root
-        for name in (None, layer, module, call):
+        for name in (layer, module, call):
             if name is not None:
                 child = node.children.get(name)
                 if child is None:
                     child = node.children[name] = Node(name)
                 node = child
-            node.rows += count
-            if high > node.worst:
-                node.worst = high
-            if rank > STATUS_RANK.get(node.status, 0):
-                node.status = names[rank]
+        _add(node, count, high, rank, names)
+    _total(root, names)
     return root
+
+
+def _add(node: Node, count: int, high: float, rank: int, names: dict) -> None:
+    node.rows += count
+    if high > node.worst:                     # NaN never is: as Node.add skips what is not finite
+        node.worst = high
+    if rank > STATUS_RANK.get(node.status, 0):
+        node.status = names[rank]
+
+
+def _total(node: Node, names: dict) -> None:
+    """The node's own totals plus its children's, below it first (the tree is four levels deep)."""
+    for child in node.children.values():
+        _total(child, names)
+        _add(node, child.rows, child.worst, STATUS_RANK.get(child.status, 0), names)
 
 
 def flat(root: Node):
