@@ -15,7 +15,7 @@ from workbench.dumps.match_align import Feature
 from workbench.dumps.match_calls import Rows, calls_of, known
 from workbench.dumps.match_names import _stem_of, call_stem
 from workbench.dumps.match_ops import load_operators
-from workbench.dumps.match_rows import _joined, _series
+from workbench.dumps.match_columns import joined_array, untyped_series
 from workbench.dumps.schema import as_table
 
 TOKENS = [".", "input", "output", "parameters", "parameters_grad", "0", "12", "\n", "x", "_", ".input", ".output.",
@@ -39,8 +39,8 @@ def test_table_columns_keep_the_inference_of_a_list(values):
     index = pd.RangeIndex(len(values))
     expected = pd.Series([values[i] for i in order.tolist()], index=index)
     half = len(values) // 2
-    for given in (list(values), _joined([values[:half], _joined([values[half:]])])):    # a list, an object array
-        found = _series(given, order, index)
+    for given in (list(values), joined_array([values[:half], joined_array([values[half:]])])):    # a list, an object array
+        found = untyped_series(given, order, index)
         assert found.dtype == expected.dtype
         assert found.tolist() == expected.tolist() or (found.isna() == expected.isna()).all()
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .match_columns import PLAIN_DTYPES
 from .match_names import MODULE_PREFIXES, cell_text, param_name, stems_of
 
 STATS = ("max", "min", "mean", "l2norm")
-
-
-_PLAIN_DTYPES = ("int64", "float64", "bool")
 
 
 class Rows:
@@ -46,7 +44,7 @@ class Rows:
         from .schema import object_values
 
         series = self.table[column]
-        if isinstance(series.dtype, np.dtype) and series.dtype.name in _PLAIN_DTYPES:
+        if isinstance(series.dtype, np.dtype) and series.dtype.name in PLAIN_DTYPES:
             return series.to_numpy()[positions]
         return object_values(series.take(positions))
 

@@ -10,7 +10,7 @@ missing value is int64; a list's own types say it for the few values made in Pyt
 from __future__ import annotations
 
 PLAIN, TEXT = "plain", "text"
-_PLAIN_DTYPES = ("int64", "float64", "bool")
+PLAIN_DTYPES = ("int64", "float64", "bool")          # numpy column types a list of their values infers
 
 
 def taken(rows, field: str, positions) -> tuple:
@@ -22,7 +22,7 @@ def taken(rows, field: str, positions) -> tuple:
 
     series = rows.table[field]
     dtype = series.dtype
-    if isinstance(dtype, np.dtype) and dtype.name in _PLAIN_DTYPES:
+    if isinstance(dtype, np.dtype) and dtype.name in PLAIN_DTYPES:
         return series.to_numpy()[positions], PLAIN
     part = series.take(positions)
     if isinstance(dtype, pd.StringDtype):
@@ -53,22 +53,20 @@ def joined(parts: list[tuple]) -> tuple:
     """The parts one after the other: typed when all are plain of one dtype or all text, else inferred later."""
     import numpy as np
 
-    from .match_rows import _joined, _object_array
 
     kinds = {kind for _, kind in parts}
     if kinds == {PLAIN} and len({values.dtype for values, _ in parts}) == 1:
         return np.concatenate([values for values, _ in parts]), PLAIN
     if kinds == {TEXT}:
-        return np.concatenate([_object_array(values) for values, _ in parts]), TEXT
-    return _joined([values for values, _ in parts]), None
+        return np.concatenate([object_array(values) for values, _ in parts]), TEXT
+    return joined_array([values for values, _ in parts]), None
 
 
 def reordered(column: tuple, order) -> tuple:
     """The column's values at ``order`` (an array: of objects for text and untyped values)."""
-    from .match_rows import _joined, _object_array
 
     values, kind = column
-    array = values if kind == PLAIN else _object_array(values) if kind == TEXT else _joined([values])
+    array = values if kind == PLAIN else object_array(values) if kind == TEXT else joined_array([values])
     return array[order], kind
 
 
@@ -76,14 +74,13 @@ def series(column: tuple, order, index):
     """``pd.Series([values[i] for i in order])``: typed columns as their arrays, the rest by the list's inference."""
     import pandas as pd
 
-    from .match_rows import _object_array, _series
 
     values, kind = column
     if kind == PLAIN:
         return pd.Series(values[order], index=index)
     if kind == TEXT:
-        return pd.Series(_object_array(values)[order], index=index)
-    return _series(values, order, index)
+        return pd.Series(object_array(values)[order], index=index)
+    return untyped_series(values, order, index)
 
 
 def sort_order(columns: list[tuple]):
@@ -108,3 +105,51 @@ def sort_order(columns: list[tuple]):
         rank[sorted(range(len(uniques)), key=uniques.__getitem__)] = np.arange(len(uniques))
         keys.append(rank[codes])
     return np.lexsort(keys[::-1])
+
+
+def untyped_series(values, order, index):
+    """``pd.Series([values[i] for i in order])`` of a list or an object array: a list's own inference; text (str
+    and None only, which a list leaves as objects) goes in as the object array itself, without that pass."""
+    import pandas as pd
+
+    array = (values if plain_array(values) else object_array(values))[order]
+    if plain_array(array):
+        return pd.Series(array, index=index)          # an int64/float64/bool column: a list of its values infers it
+    items = array.tolist()
+    if set(map(type, items)) <= {str, type(None)}:
+        return pd.Series(array, index=index)
+    return pd.Series(items, index=index)
+
+
+def listed_values(values):
+    """A plain array as it is, anything else as a list (what pandas infers a column from)."""
+    return values if plain_array(values) else values.tolist() if hasattr(values, "tolist") else values
+
+
+def plain_array(values) -> bool:
+    """An int64, float64 or bool array (what a list of its values would infer)."""
+    import numpy as np
+
+    return isinstance(values, np.ndarray) and values.dtype in (np.int64, np.float64, np.bool_)
+
+
+def joined_array(parts: list):
+    """Lists and arrays, one after the other, as one array: of their dtype when all are one such array dtype,
+    else of objects."""
+    import numpy as np
+
+    if parts and all(plain_array(part) and part.dtype == parts[0].dtype for part in parts):
+        return np.concatenate(parts)
+    return np.concatenate([object_array(part) for part in parts]) if parts else np.empty(0, dtype=object)
+
+
+def object_array(values):
+    """An object array of ``values`` (itself when it is one), as pandas makes one of a list (nested sequences
+    stay objects)."""
+    import numpy as np
+
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array

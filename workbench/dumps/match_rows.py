@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 
 from .match_calls import STATS, Call, Rows, combine, known
-from .match_columns import TEXT, joined, listed, reordered, series, sort_order, taken
+from .match_columns import TEXT, joined, listed, listed_values, object_array, reordered, series, sort_order, taken
 from .rows import repeated
 
 SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "nan_count", "inf_count", "stack_id",
@@ -132,7 +132,7 @@ class PairBuilder:
 
     def _call_field(self, at: int):
         """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number."""
-        return _object_array([call[at] for call in self._calls])
+        return object_array([call[at] for call in self._calls])
 
     def unmatched_table(self):
         import numpy as np
@@ -174,59 +174,12 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     found = {key: column(key) for key in keys}
     order = sort_order([found[key] for key in keys])
     if order is None:
-        order = pd.DataFrame({key: pd.Series(_listed(found[key][0])) for key in keys}).sort_values(
+        order = pd.DataFrame({key: pd.Series(listed_values(found[key][0])) for key in keys}).sort_values(
             list(keys), kind="stable").index.to_numpy()
     frame = pd.DataFrame(index=pd.RangeIndex(size))
     for name in names:
         frame[name] = series(found.pop(name) if name in found else column(name), order, frame.index)
     return frame
-
-
-def _series(values, order, index):
-    """``pd.Series([values[i] for i in order])`` of a list or an object array: a list's own inference; text (str
-    and None only, which a list leaves as objects) goes in as the object array itself, without that pass."""
-    import pandas as pd
-
-    array = (values if _plain(values) else _object_array(values))[order]
-    if _plain(array):
-        return pd.Series(array, index=index)          # an int64/float64/bool column: a list of its values infers it
-    items = array.tolist()
-    if set(map(type, items)) <= {str, type(None)}:
-        return pd.Series(array, index=index)
-    return pd.Series(items, index=index)
-
-
-def _listed(values):
-    return values if _plain(values) else values.tolist() if hasattr(values, "tolist") else values
-
-
-def _plain(values) -> bool:
-    """An int64, float64 or bool array (what a list of its values would infer)."""
-    import numpy as np
-
-    return isinstance(values, np.ndarray) and values.dtype in (np.int64, np.float64, np.bool_)
-
-
-def _joined(parts: list):
-    """Lists and arrays, one after the other, as one array: of their dtype when all are one such array dtype,
-    else of objects."""
-    import numpy as np
-
-    if parts and all(_plain(part) and part.dtype == parts[0].dtype for part in parts):
-        return np.concatenate(parts)
-    return np.concatenate([_object_array(part) for part in parts]) if parts else np.empty(0, dtype=object)
-
-
-def _object_array(values):
-    """An object array of ``values`` (itself when it is one), as pandas makes one of a list (nested sequences
-    stay objects)."""
-    import numpy as np
-
-    if isinstance(values, np.ndarray) and values.dtype == object:
-        return values
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return array
 
 
 def _side(row: dict) -> dict:
