@@ -125,10 +125,10 @@ def concat_columns(parts: list[dict]) -> dict:
     if len(parts) == 1:
         return parts[0]
     keys = dict.fromkeys(key for part in parts for key in part)
-    return {key: _joined([part[key] for part in parts]) for key in keys}
+    return {key: joined_column([part[key] for part in parts]) for key in keys}
 
 
-def _joined(columns: list):
+def joined_column(columns: list):
     """One column of several parts: pandas arrays of one type joined as such, the rest as numpy arrays."""
     import numpy as np
     import pandas as pd

@@ -27,13 +27,12 @@ def joined(frames: list):
 
 
 def _joined_column(series: list):
-    """One column of every frame, joined: numpy arrays by numpy, extension arrays by their own type."""
+    """One column of every frame (all of one type, :func:`_same_columns`), joined as the readers join chunks."""
     import numpy as np
 
-    if isinstance(series[0].dtype, np.dtype):
-        return np.concatenate([s.to_numpy() for s in series])
-    arrays = [s.array for s in series]
-    return type(arrays[0])._concat_same_type(arrays)
+    from .rows import joined_column
+
+    return joined_column([s.to_numpy() if isinstance(s.dtype, np.dtype) else s.array for s in series])
 
 
 def _same_columns(frames: list) -> bool:
