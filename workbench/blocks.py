@@ -6,7 +6,6 @@ import os
 import sys
 
 _FALLOC_FL_KEEP_SIZE = 1            # linux/falloc.h
-_fallocate = None
 
 
 def reserve_blocks(descriptor: int, size: int) -> bool:
@@ -43,16 +42,8 @@ def free_past_end(descriptor: int, reserved: int) -> None:
 
 def _libc_fallocate():
     """libc's ``fallocate64`` (or ``fallocate``), looked up once; None where there is none."""
-    global _fallocate
-    if _fallocate is None:
-        try:
-            import ctypes
+    import ctypes
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            function = getattr(libc, "fallocate64", None) or libc.fallocate
-            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-            function.restype = ctypes.c_int
-            _fallocate = function
-        except (OSError, AttributeError):
-            _fallocate = False
-    return _fallocate or None
+    from .libc import libc_function
+
+    return libc_function("fallocate64", "fallocate", argtypes=(ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64))

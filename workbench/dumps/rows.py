@@ -186,13 +186,12 @@ def release_free_memory() -> None:
     (the decoded JSON, row tuples) leave 100 MB and more of free but fragmented heap that glibc keeps, and it
     would count again in the peak of everything after. Elsewhere (no glibc) nothing happens."""
     import ctypes
-    import ctypes.util
 
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    from ..libc import libc_function
+
+    trim = libc_function("malloc_trim", argtypes=(ctypes.c_size_t,))
+    if trim is not None:
+        trim(0)
 
 
 def repeated(value, size: int):

@@ -159,12 +159,11 @@ _POPULATE = False
 
 
 def _madvise():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise = libc.madvise
-    except (OSError, AttributeError):
+    from ..libc import libc_function
+
+    madvise = libc_function("madvise", argtypes=(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))
+    if madvise is None:
         return None
-    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     page = mmap.PAGESIZE
     probe = ctypes.create_string_buffer(2 * page)
     start = -(-ctypes.addressof(probe) // page) * page
