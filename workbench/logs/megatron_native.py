@@ -105,8 +105,8 @@ class NativeRows:
     def ahead(self, scan: Scan) -> list[tuple[np.ndarray, int]]:
         """(array, items C is expected to write) of each array: all its rows, iterations in the ratio so far."""
         lines = min(scan.iterations / max(scan.rows, 1) * 1.05, 1.0)
-        return [(array, int(scan.rows_cap * lines) if index == 5 else scan.rows_cap)
-                for index, array in enumerate(self.arrays)]
+        return [(array, int(scan.rows_cap * lines) if name == "iteration" else scan.rows_cap)
+                for name, array in zip(self.NAMES, self.arrays, strict=True)]
 
     def columns(self, scan: Scan) -> tuple[np.ndarray, ...]:
         """(rank, step, line, code, value) of every row, and the iterations."""
