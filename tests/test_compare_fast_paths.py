@@ -76,3 +76,18 @@ def test_features_from_row_columns_equal_reading_each_row():
     fast = [_feature(found, call, ops) for call in calls]
     assert [f.key for f in fast] == [f.key for f in plain]
     assert [repr(f.level) for f in fast] == [repr(f.level) for f in plain]
+
+
+def test_module_calls_are_what_the_msprobe_module_pattern_in_yaml_matches():
+    """A call is a module call when its stem is a msprobe module entry as ``datasets/dump_formats.yaml`` writes it
+    (``Module.<path>.<Class>.forward.<n>``), not whenever its name starts with ``Module.``."""
+    names = ["Module.decoder.layers.0.mlp.MLP.forward.0.output.0", "Cell.fc1.Dense.parameters_grad.0.weight",
+             "Module.oops.input.0", "Functional.linear.0.forward.output.0", "MatMul-op12.output.0",
+             "Cell.gelu.GELU.backward.1.input.0"]
+    table = as_table([{"side": "A", "rank": 0, "step": 0, "module_path": "", "name": name, "op": "x",
+                       "pass": "forward", "io": "output", "slot": 0, "order": order}
+                      for order, name in enumerate(names)])
+    found = {call.stem: call.is_module for call in calls_of(Rows(table))}
+    assert found == {"Module.decoder.layers.0.mlp.MLP.forward.0": True, "Cell.fc1.Dense.parameters_grad.0": True,
+                     "Module.oops": False, "Functional.linear.0.forward": False, "MatMul-op12": False,
+                     "Cell.gelu.GELU.backward.1": True}

@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 
 from .match_columns import PLAIN_DTYPES
-from .match_names import MODULE_PREFIXES, cell_text, param_name, stems_of
+from .formats import load_dump_formats
+from .match_names import cell_text, param_name, stems_of
 
 STATS = ("max", "min", "mean", "l2norm")
 
@@ -100,12 +101,13 @@ def calls_of(rows: Rows) -> list[Call]:
     order_list = by_call.tolist()
     earliest = _earliest(call_of, _integers(rows, "order"), count)
     texts = [_texts_at(rows.take(column, at_firsts), range(count)) for column in ("side", "op", "module_path")]
-    texts += [_texts_at(values, firsts) for values in (passes, names)]
+    texts.append(_texts_at(passes, firsts))
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
+    module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
     calls, start = [], 0
-    for number, (side, op, module, pass_, name, rank, step, first) in enumerate(
-            zip(*texts, *numbers, firsts, strict=True)):
-        calls.append(Call(side, rank, step, stems[first], op, module, pass_, name.startswith(MODULE_PREFIXES),
+    for number, (side, op, module, pass_, rank, step, first) in enumerate(zip(*texts, *numbers, firsts, strict=True)):
+        stem = stems[first]
+        calls.append(Call(side, rank, step, stem, op, module, pass_, module_call(stem) is not None,
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
     _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 _STEM = re.compile(r"^(?P<stem>.+?\.parameters_grad(?:\.\d+)?)(?:\.|$)|^(?P<io>.+?)\.(?:input|output|parameters)(?:\.|$)")
-MODULE_PREFIXES = ("Module.", "Cell.")
 
 
 def call_stem(name: str) -> str:
