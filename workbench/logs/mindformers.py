@@ -269,8 +269,9 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: b
     tested against)."""
     state = _State(path, run or path.stem, fmt)
     if fast:
-        for first, data, _ in spans(path, state.notes, exact=True, **_chunking()):   # the read buffer, no copy
-            _scan(state, data, first, _line, _finish_block, _store_block)
+        ends = [0]                                     # line ends of the chunk, counted by the scan
+        for first, data, _ in spans(path, state.notes, count=lambda *_: ends[0], exact=True, **_chunking()):
+            ends[0] = _scan(state, data, first, _line, _finish_block, _store_block) - first - 1   # buffer: no copy
             _parse_batch(state)
     else:
         for first, data in chunks(path, state.notes):
