@@ -43,8 +43,15 @@ int64_t mfscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, d
         }
         if (c == '\n') { ends++; line_start = 1; p++; continue; }
         if (blank(c) || c == '[' || c == ']') { p++; continue; }
-        if (count >= cap || !number_at(p, end, &p, &values[count])) return -1;
-        count++;
+        while (1) {                                        /* numbers one space apart: no byte loop */
+            if (count >= cap) return -1;
+            const unsigned char *after = numpy_e8_at(p, end, &values[count]);   /* the usual form, else any */
+            if (after != NULL) p = after;
+            else if (!number_at(p, end, &p, &values[count])) return -1;
+            count++;
+            if (end - p < 2 || p[0] != ' ' || !digit(p[1])) break;
+            p++;
+        }
         if (p < end && !(blank(*p) || *p == '[' || *p == ']')) return -1;
     }
     if (line_start) return -1;
