@@ -304,7 +304,7 @@ def _result(state: _State) -> LogSeries:
     if order is not None:
         facts["param_groups"] = len(order)
         _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
-    series = typed_frame(state.series, SERIES_COLUMNS)
+    series = typed_frame(state.series, SERIES_COLUMNS) if state.native is None else state.native.series(state)
     return LogSeries(str(state.path), "mindformers", series, norms, facts, notes, order)
 
 
