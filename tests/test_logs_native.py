@@ -500,6 +500,23 @@ def test_step_lines_read_the_same(tmp_path, monkeypatch):
     three_ways(monkeypatch, odd, "mindformers")
 
 
+def test_markers_at_the_edges_of_lines_read_the_same(tmp_path, monkeypatch):
+    """C finds "Epoch:[", "norm_size:", "local_norm:" and "Param groups = {" by their last byte: markers
+    at a line's first and last byte, a line shorter than a marker, near misses and repeats."""
+    block = format_local_norm_message([4] * 6, np.arange(6, dtype=np.float32) * 1e-3).lstrip()
+    step = "Epoch:[1/1], step:[{}/9], loss: 2.0, lr: 1e-05"
+    out = [block, step.format(1), "Epoch:[", "x Epoch:[", "Epoch", "[", ":", "Epoch:Epoch:[1/1], step:[2/9], loss: 3",
+           "EEpoch:[1/1], step:[3/9], loss: 4", "poch:[1/1], step:[4/9], loss: 5", block.replace("norm_size:", "norm_size::"),
+           step.format(5), "norm_size", "local_norm:", block.replace("local_norm:", "local_norm::"),
+           step.format(6), "Param groups = {", "}", "Param groups = ", block, "[Epoch:[1/1], step:[7/9], loss: 6"]
+    path = tmp_path / "edges.log"
+    path.write_text("\n".join(out))
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+    assert len(read_mindformers(path, load_formats()["mindformers"]).local_norms) == 4 * 6
+
+
 def test_a_step_past_int64_is_one_error(tmp_path, monkeypatch):
     path = tmp_path / "big.log"
     path.write_text("{ Epoch:[999999999/1], step:[999999999999/999999999999], loss: 1.0, lr: 2\n")

@@ -107,9 +107,17 @@ typedef struct {
 /* Python's \s for str (and what str.strip() removes) among ASCII bytes: \t \n \v \f \r, \x1c-\x1f, space. */
 static int pyspace(unsigned char c) { return blank(c) || (c >= 0x1c && c <= 0x1f); }
 
+/* The first `needle` (n >= 1 bytes) in [s, e), or NULL: memchr for its last byte ('[', ':', '{': rare in
+   the long lines, norm_size's 5 KB and more, where a general memmem costs several instructions a byte),
+   then the bytes before it compared. */
 static const unsigned char *find(const unsigned char *s, const unsigned char *e, const char *needle, size_t n) {
+    const unsigned char *p = s + n - 1, *last;
     if ((size_t)(e - s) < n) return NULL;
-    return memmem(s, (size_t)(e - s), needle, n);
+    while (p < e && (last = memchr(p, (unsigned char)needle[n - 1], (size_t)(e - p))) != NULL) {
+        if (memcmp(last - (n - 1), needle, n - 1) == 0) return last - (n - 1);
+        p = last + 1;
+    }
+    return NULL;
 }
 
 static int ascii(const unsigned char *s, const unsigned char *e) { return first_non_ascii(s, e - s) < 0; }
