@@ -222,24 +222,26 @@ def test_digit_runs_of_every_length_and_alignment(tmp_path, monkeypatch):
         three_ways(monkeypatch, path, "megatron")
 
 
-E8_FORMS = ["1.23456789e-04", "9.99999999E+22", "1.00000000e+30", "1.00000000e+31", "4.94065646e-14",
-            "4.94065646e-15", "1.23456789e-99", "1.23456789e+00", "0.00000000e+00", "1.23456789e04",
-            "1.23456789e-045", "1.2345678xe-04", "1.23456789f-04", "1.23456789e*04", "12.3456789e-04",
-            "1.234567891e-04", "1.2345678e-04", "-1.23456789e-04", "1.23456789e-04.5", "1.23456789e-0", "1.\xb2345678e-04"]
+E_FORMS = ["1.23456789e-04", "9.99999999E+22", "1.00000000e+30", "1.00000000e+31", "4.94065646e-14",
+           "4.94065646e-15", "1.23456789e-99", "1.23456789e+00", "0.00000000e+00", "1.23456789e04",
+           "1.23456789e-045", "1.2345678xe-04", "1.23456789f-04", "1.23456789e*04", "12.3456789e-04",
+           "1.234567891e-04", "1.2345678e-04", "-1.23456789e-04", "1.23456789e-04.5", "1.23456789e-0",
+           "1.\xb2345678e-04", "8.5062423e-04", "1.5e-04", "1.50e+00", "3.0000e-01", "1.5e+23", "1.5e+24",
+           "1.5e-21", "1.5e-22", "1.e-04", "1.5e-4", "1.5e-04e", "9.9999999e+29", "9.9999999e+30", "1.2E-05"]
 
 
 def test_numpy_float32_forms_are_float_bit_for_bit(tmp_path, monkeypatch):
-    """Arrays of numpy's float32 form (``d.dddddddde-dd``: read with word tests) and of forms one
-    byte away from it (other exponents, a ninth digit, a sign, a longer exponent, the end of the array
-    or of the chunk within 15 bytes) read as float() reads them, three ways, every chunk size; the
-    forms that are not numbers give the same error three ways."""
+    """Arrays of numpy's float32 forms (``d.`` 1 to 8 digits ``e-dd``: read with word tests) and of
+    forms one byte away from them (powers of ten at 10^22 and past it, a ninth digit, no digit, a sign,
+    a shorter or longer exponent, the end of the array or of the file right after) read as float() reads
+    them, three ways, every chunk size; the forms that are not numbers give the same error three ways."""
     def block(step: int, tokens: list[str]) -> str:
         body = "\n ".join(" ".join(tokens[i:i + 2]) for i in range(0, len(tokens), 2))
         return (f"{prefix} norm_size: {tuple([4] * len(tokens))}\nlocal_norm:\n[{body}]\n"
                 f"{prefix}{format_loss_message(1, 1, step, 99, 1.0, 10, 1e-5, 1.0)}")
 
     prefix, blocks, want = line_prefix(), [], []
-    for index, text in enumerate(E8_FORMS):
+    for index, text in enumerate(E_FORMS):
         if _float_or_none(text) is None:
             path = tmp_path / f"bad{index}.log"
             path.write_bytes(block(1, [text, "1.50000000e-03"]).encode("latin-1"))

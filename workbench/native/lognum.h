@@ -120,25 +120,30 @@ INLINE int number_at(const unsigned char *s, const unsigned char *e, const unsig
     return slow_number(s, p, out);
 }
 
-/* numpy's scientific form of a float32 at s, "d.dddddddde" then a sign and two digits not followed by a
-   digit (what np.array2string prints with its default precision, 8): its end and its value in *out,
-   the same one operation on the same 9-digit mantissa and power of ten as number_at (so the same
-   double), with a few word tests in place of its byte loops; NULL for number_at to read it (another
-   form, a negative number, fewer than 15 bytes before e, a power of ten past 10^22). */
-INLINE const unsigned char *numpy_e8_at(const unsigned char *s, const unsigned char *e, double *out) {
+/* numpy's scientific form at s, "d." then 1 to 8 digits, 'e' or 'E', a sign and two digits not followed
+   by a digit (what np.array2string prints for a float32 array with its default precision, 8, every
+   value with the digits the array needs): its end and its value in *out, the same one operation on the
+   same mantissa and power of ten as number_at (so the same double), with word tests in place of its
+   byte loops; NULL for number_at to read it (another form, a negative number, the array's end within
+   the form, a power of ten past 10^22). */
+INLINE const unsigned char *numpy_e_at(const unsigned char *s, const unsigned char *e, double *out) {
 #if SWAR
-    uint64_t head;
-    if (e - s < 15 || !digit(s[0]) || s[1] != '.') return NULL;
-    memcpy(&head, s + 2, 8);                             /* the eight digits after the point */
-    head ^= 0x3030303030303030ULL;
-    if (not_digits(head) || (s[10] | 0x20) != 'e' || (s[11] != '-' && s[11] != '+') || !digit(s[12])
-        || !digit(s[13]) || digit(s[14])) return NULL;
-    int64_t exponent = (s[12] - '0') * 10 + (s[13] - '0');
-    exponent = (s[11] == '-' ? -exponent : exponent) - 8;
+    uint64_t word;
+    if (e - s < 10 || !digit(s[0]) || s[1] != '.') return NULL;
+    memcpy(&word, s + 2, 8);                             /* the digits after the point, and what follows */
+    word ^= 0x3030303030303030ULL;
+    uint64_t other = not_digits(word);
+    int n = other ? __builtin_ctzll(other) >> 3 : 8;
+    const unsigned char *x = s + 2 + n;                  /* the 'e' */
+    if (n == 0 || e - x < 5 || (x[0] | 0x20) != 'e' || (x[1] != '-' && x[1] != '+') || !digit(x[2])
+        || !digit(x[3]) || digit(x[4])) return NULL;
+    int64_t exponent = (x[2] - '0') * 10 + (x[3] - '0');
+    exponent = (x[1] == '-' ? -exponent : exponent) - n;
     if (exponent < -22 || exponent > 22) return NULL;
-    double value = (double)(int64_t)((uint64_t)(s[0] - '0') * 100000000u + eight_digits(head));
+    uint64_t fraction = eight_digits(n == 8 ? word : word << (8 * (8 - n)));   /* as digits_at */
+    double value = (double)(int64_t)((uint64_t)(s[0] - '0') * POW10_INT[n] + fraction);
     *out = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
-    return s + 14;
+    return x + 4;
 #else
     (void)s, (void)e, (void)out;
     return NULL;

@@ -45,7 +45,7 @@ int64_t mfscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, d
         if (blank(c) || c == '[' || c == ']') { p++; continue; }
         while (1) {                                        /* numbers one space apart: no byte loop */
             if (count >= cap) return -1;
-            const unsigned char *after = numpy_e8_at(p, end, &values[count]);   /* the usual form, else any */
+            const unsigned char *after = numpy_e_at(p, end, &values[count]);   /* the usual form, else any */
             if (after != NULL) p = after;
             else if (!number_at(p, end, &p, &values[count])) return -1;
             count++;
