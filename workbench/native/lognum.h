@@ -140,7 +140,7 @@ INLINE const unsigned char *numpy_e_at(const unsigned char *s, const unsigned ch
     int64_t exponent = (x[2] - '0') * 10 + (x[3] - '0');
     exponent = (x[1] == '-' ? -exponent : exponent) - n;
     if (exponent < -22 || exponent > 22) return NULL;
-    uint64_t fraction = eight_digits(n == 8 ? word : word << (8 * (8 - n)));   /* as digits_at */
+    uint64_t fraction = eight_digits(other ? word << (8 * (8 - n)) : word);   /* as digits_at */
     double value = (double)(int64_t)((uint64_t)(s[0] - '0') * POW10_INT[n] + fraction);
     *out = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
     return x + 4;
