@@ -6,9 +6,10 @@ would read the simple way: lines without a marker, step lines whose pieces have 
 here (each key as printed, with its meaning from ``datasets/log_formats.yaml``) and plain values,
 ``norm_size`` lines equal to the last one Python read, and their ``local_norm`` arrays. It stops
 before any other line, which Python reads (``hand_back``), and Python then passes in the keys of the
-step line it read. Rows and blocks come back in arrays allocated here, and go into the reader's
-state in file order: series rows as the per-line parser appends them, blocks stored at their step
-line, or left pending (``state.pending``) when their step line has not come yet.
+step line it read. Rows and blocks come back in arrays allocated here: series rows are kept as
+columns (``NativeSteps.series`` joins them with the per-line parser's rows, in file order, into the
+table), blocks go into the reader's state in file order, stored at their step line, or left pending
+(``state.pending``) when their step line has not come yet.
 """
 from __future__ import annotations
 
