@@ -35,7 +35,7 @@ from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
 MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
-RANK_DIR = re.compile(r"(?:^|/)rank_(\d+)(?:/|$)")
+RANK_DIR = re.compile(r"(?:^|/)rank_(\d{1,18})(?:/|$)")     # int64 ranks only (lines.RANK_PREFIX)
 MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
 MAX_JSON_DEPTH = 32
 JSON_CONTINUATION = (b" ", b"\t", b"}", b"]", b'"')

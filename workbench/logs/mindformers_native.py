@@ -204,9 +204,9 @@ class NativeSteps:
             code = np.insert(code.astype(np.int32), at, [code_of(metrics, name) for name in names])
         if not len(step):
             return frame([], SERIES_COLUMNS)
-        return pd.DataFrame({"run": labels(state.run, len(step)), "rank": narrow(np.full(len(step), state.rank)),
-                             "step": narrow(step), "metric": categorical(code, metrics), "value": value,
-                             "line": narrow(line)}, copy=False)
+        rank = narrow(np.full(len(step), state.rank, dtype=np.int64))
+        return pd.DataFrame({"run": labels(state.run, len(step)), "rank": rank, "step": narrow(step),
+                             "metric": categorical(code, metrics), "value": value, "line": narrow(line)}, copy=False)
 
 
 def hand_back(state, native: NativeSteps, raw: bytes, number: int, line) -> None:
