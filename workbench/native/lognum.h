@@ -120,6 +120,22 @@ INLINE int number_at(const unsigned char *s, const unsigned char *e, const unsig
     return slow_number(s, p, out);
 }
 
+#if SWAR
+/* numpy_e_at past the n digits after the point (their value: fraction): the exponent and the value. */
+INLINE const unsigned char *numpy_e_tail(const unsigned char *s, const unsigned char *e, int n, uint64_t fraction,
+                                         double *out) {
+    const unsigned char *x = s + 2 + n;                  /* the 'e' */
+    if (e - x < 5 || (x[0] | 0x20) != 'e' || (x[1] != '-' && x[1] != '+') || !digit(x[2]) || !digit(x[3])
+        || digit(x[4])) return NULL;
+    int64_t exponent = (x[2] - '0') * 10 + (x[3] - '0');
+    exponent = (x[1] == '-' ? -exponent : exponent) - n;
+    if (exponent < -22 || exponent > 22) return NULL;
+    double value = (double)(int64_t)((uint64_t)(s[0] - '0') * POW10_INT[n] + fraction);
+    *out = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
+    return x + 4;
+}
+#endif
+
 /* numpy's scientific form at s, "d." then 1 to 8 digits, 'e' or 'E', a sign and two digits not followed
    by a digit (what np.array2string prints for a float32 array with its default precision, 8, every
    value with the digits the array needs): its end and its value in *out, the same one operation on the
@@ -133,17 +149,9 @@ INLINE const unsigned char *numpy_e_at(const unsigned char *s, const unsigned ch
     memcpy(&word, s + 2, 8);                             /* the digits after the point, and what follows */
     word ^= 0x3030303030303030ULL;
     uint64_t other = not_digits(word);
-    int n = other ? __builtin_ctzll(other) >> 3 : 8;
-    const unsigned char *x = s + 2 + n;                  /* the 'e' */
-    if (n == 0 || e - x < 5 || (x[0] | 0x20) != 'e' || (x[1] != '-' && x[1] != '+') || !digit(x[2])
-        || !digit(x[3]) || digit(x[4])) return NULL;
-    int64_t exponent = (x[2] - '0') * 10 + (x[3] - '0');
-    exponent = (x[1] == '-' ? -exponent : exponent) - n;
-    if (exponent < -22 || exponent > 22) return NULL;
-    uint64_t fraction = eight_digits(other ? word << (8 * (8 - n)) : word);   /* as digits_at */
-    double value = (double)(int64_t)((uint64_t)(s[0] - '0') * POW10_INT[n] + fraction);
-    *out = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
-    return x + 4;
+    if (other == 0) return numpy_e_tail(s, e, 8, eight_digits(word), out);      /* the usual 8: constants */
+    int n = __builtin_ctzll(other) >> 3;
+    return n == 0 ? NULL : numpy_e_tail(s, e, n, eight_digits(word << (8 * (8 - n))), out);   /* as digits_at */
 #else
     (void)s, (void)e, (void)out;
     return NULL;
