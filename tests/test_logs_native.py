@@ -222,6 +222,50 @@ def test_digit_runs_of_every_length_and_alignment(tmp_path, monkeypatch):
         three_ways(monkeypatch, path, "megatron")
 
 
+E_FORMS = ["1.23456789e-04", "9.99999999E+22", "1.00000000e+30", "1.00000000e+31", "4.94065646e-14",
+           "4.94065646e-15", "1.23456789e-99", "1.23456789e+00", "0.00000000e+00", "1.23456789e04",
+           "1.23456789e-045", "1.2345678xe-04", "1.23456789f-04", "1.23456789e*04", "12.3456789e-04",
+           "1.234567891e-04", "1.2345678e-04", "-1.23456789e-04", "1.23456789e-04.5", "1.23456789e-0",
+           "1.\xb2345678e-04", "8.5062423e-04", "1.5e-04", "1.50e+00", "3.0000e-01", "1.5e+23", "1.5e+24",
+           "1.5e-21", "1.5e-22", "1.e-04", "1.5e-4", "1.5e-04e", "9.9999999e+29", "9.9999999e+30", "1.2E-05"]
+
+
+def test_numpy_float32_forms_are_float_bit_for_bit(tmp_path, monkeypatch):
+    """Arrays of numpy's float32 forms (``d.`` 1 to 8 digits ``e-dd``: read with word tests) and of
+    forms one byte away from them (powers of ten at 10^22 and past it, a ninth digit, no digit, a sign,
+    a shorter or longer exponent, the end of the array or of the file right after) read as float() reads
+    them, three ways, every chunk size; the forms that are not numbers give the same error three ways."""
+    def block(step: int, tokens: list[str]) -> str:
+        body = "\n ".join(" ".join(tokens[i:i + 2]) for i in range(0, len(tokens), 2))
+        return (f"{prefix} norm_size: {tuple([4] * len(tokens))}\nlocal_norm:\n[{body}]\n"
+                f"{prefix}{format_loss_message(1, 1, step, 99, 1.0, 10, 1e-5, 1.0)}")
+
+    prefix, blocks, want = line_prefix(), [], []
+    for index, text in enumerate(E_FORMS):
+        if _float_or_none(text) is None:
+            path = tmp_path / f"bad{index}.log"
+            path.write_bytes(block(1, [text, "1.50000000e-03"]).encode("latin-1"))
+            three_ways(monkeypatch, path, "mindformers")
+            continue
+        for tokens in ([text, "1.50000000e-03", text], ["2.5e-03", text]):
+            blocks.append(block(len(blocks) + 1, tokens))
+            want += tokens
+    path = tmp_path / "e8.log"
+    path.write_bytes("\n".join(blocks).encode() + f"\n{prefix} norm_size: (4,)\nlocal_norm:\n[1.23456789e-04]".encode())
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+    got = read_mindformers(path, load_formats()["mindformers"]).local_norms["value"].tolist()
+    assert [bits(v) for v in got] == [bits(float(token)) for token in want] + [bits(1.23456789e-04)]
+
+
+def _float_or_none(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def test_more_metrics_than_the_int8_codes(tmp_path, monkeypatch):
     """C writes int8 metric codes: past the first 128 metrics, lines go to the Python parser and the
     table is the same (a Categorical of 200 metrics)."""
@@ -456,6 +500,23 @@ def test_step_lines_read_the_same(tmp_path, monkeypatch):
     odd = tmp_path / "odd.log"                          # a norm_size line where the array should start: an error
     odd.write_text(block.replace(" norm_size", " norm_size: (4,)\n norm_size") + "\n" + prefix + STEP_HEADS[0] + "loss: 1")
     three_ways(monkeypatch, odd, "mindformers")
+
+
+def test_markers_at_the_edges_of_lines_read_the_same(tmp_path, monkeypatch):
+    """C finds "Epoch:[", "norm_size:", "local_norm:" and "Param groups = {" by their last byte: markers
+    at a line's first and last byte, a line shorter than a marker, near misses and repeats."""
+    block = format_local_norm_message([4] * 6, np.arange(6, dtype=np.float32) * 1e-3).lstrip()
+    step = "Epoch:[1/1], step:[{}/9], loss: 2.0, lr: 1e-05"
+    out = [block, step.format(1), "Epoch:[", "x Epoch:[", "Epoch", "[", ":", "Epoch:Epoch:[1/1], step:[2/9], loss: 3",
+           "EEpoch:[1/1], step:[3/9], loss: 4", "poch:[1/1], step:[4/9], loss: 5", block.replace("norm_size:", "norm_size::"),
+           step.format(5), "norm_size", "local_norm:", block.replace("local_norm:", "local_norm::"),
+           step.format(6), "Param groups = {", "}", "Param groups = ", block, "[Epoch:[1/1], step:[7/9], loss: 6"]
+    path = tmp_path / "edges.log"
+    path.write_text("\n".join(out))
+    for chunk in CHUNKS:
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "mindformers")
+    assert len(read_mindformers(path, load_formats()["mindformers"]).local_norms) == 4 * 6
 
 
 def test_a_step_past_int64_is_one_error(tmp_path, monkeypatch):

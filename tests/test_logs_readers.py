@@ -115,6 +115,17 @@ def test_mindformers_message_versions_and_prefixes(tmp_path):
     assert any("non-sink" in note for note in got.notes)
 
 
+@pytest.mark.parametrize("folder, rank", [("rank_3", 3), ("rank_999999999999999999", 999999999999999999),
+                                          ("rank_99999999999999999999", -1), ("rank_x", -1)])
+def test_mindformers_rank_from_the_folder(tmp_path, folder, rank):
+    """The rank of ``rank_N/``: int64 ranks only; a longer number is no rank (not an overflow)."""
+    (tmp_path / folder).mkdir()
+    path = write(tmp_path / folder, "info.log", [format_local_norm_message([4, 4], np.array([1.0, 2.0], np.float32)),
+                                                  mf(1, "loss: 1.0, lr: 1e-05")])
+    got = read_log(path)
+    assert set(got.series["rank"]) == {rank} and set(got.local_norms["rank"]) == {rank}
+
+
 def test_mindformers_monitor_local_norm_lines(tmp_path):
     prefix = "2025-01-01 12:00:00,000 - mindformers./output/log[mindformers/core/callback/callback.py:1361] - INFO - "
     path = write(tmp_path, "monitor.log", [

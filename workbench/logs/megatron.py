@@ -24,7 +24,7 @@ from .formats import LogFormat
 from .megatron_columns import fast_group, groups, iteration_lines
 from .lines import bad_bytes_note, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
-from .tables import categorical, frame, labels, narrow
+from .tables import categorical, code_of, frame, labels, narrow
 from .values import floats, parse_joined
 
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
@@ -223,7 +223,7 @@ def _series_frame(label: str, parts: list, native=None, metrics=(), coded=None):
     if parts:
         lines = np.concatenate([part[4] for part in parts])
         order = np.argsort(lines, kind="stable")               # file order; fields of a line by metric, key
-        codes = np.concatenate([np.full(len(part[2]), _code(metrics, part[0]), dtype=np.int32) for part in parts])
+        codes = np.concatenate([np.full(len(part[2]), code_of(metrics, part[0]), dtype=np.int32) for part in parts])
         columns = [narrow(np.concatenate([part[index] for part in parts])[order]) for index in (5, 2)]
         columns += [narrow(lines[order]), codes[order], np.concatenate([part[3] for part in parts])[order]]
     if native is not None and parts:
@@ -241,12 +241,6 @@ def _series_frame(label: str, parts: list, native=None, metrics=(), coded=None):
     return pd.DataFrame({"run": labels(label, len(rank)), "rank": rank, "step": step,
                          "metric": categorical(code, metrics, counts, recode), "value": value, "line": line},
                         copy=False)
-
-
-def _code(metrics: list[str], metric: str) -> int:
-    if metric not in metrics:
-        metrics.append(metric)
-    return metrics.index(metric)
 
 
 def _named_norms(label: str, named: list, notes: list[str]):

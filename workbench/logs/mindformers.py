@@ -35,7 +35,7 @@ from .values import floats, mean_part, number, parse_joined
 
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
 MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
-RANK_DIR = re.compile(r"(?:^|/)rank_(\d+)(?:/|$)")
+RANK_DIR = re.compile(r"(?:^|/)rank_(\d{1,18})(?:/|$)")     # int64 ranks only (lines.RANK_PREFIX)
 MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
 MAX_JSON_DEPTH = 32
 JSON_CONTINUATION = (b" ", b"\t", b"}", b"]", b'"')
@@ -269,8 +269,9 @@ def read_mindformers(path: Path, fmt: LogFormat, run: str | None = None, fast: b
     tested against)."""
     state = _State(path, run or path.stem, fmt)
     if fast:
-        for first, data, _ in spans(path, state.notes, exact=True, **_chunking()):   # the read buffer, no copy
-            _scan(state, data, first, _line, _finish_block, _store_block)
+        ends = [0]                                     # line ends of the chunk, counted by the scan
+        for first, data, _ in spans(path, state.notes, count=lambda *_: ends[0], exact=True, **_chunking()):
+            ends[0] = _scan(state, data, first, _line, _finish_block, _store_block) - first - 1   # buffer: no copy
             _parse_batch(state)
     else:
         for first, data in chunks(path, state.notes):
@@ -303,7 +304,7 @@ def _result(state: _State) -> LogSeries:
     if order is not None:
         facts["param_groups"] = len(order)
         _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
-    series = typed_frame(state.series, SERIES_COLUMNS)
+    series = typed_frame(state.series, SERIES_COLUMNS) if state.native is None else state.native.series(state)
     return LogSeries(str(state.path), "mindformers", series, norms, facts, notes, order)
 
 

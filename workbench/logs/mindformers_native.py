@@ -6,16 +6,17 @@ would read the simple way: lines without a marker, step lines whose pieces have 
 here (each key as printed, with its meaning from ``datasets/log_formats.yaml``) and plain values,
 ``norm_size`` lines equal to the last one Python read, and their ``local_norm`` arrays. It stops
 before any other line, which Python reads (``hand_back``), and Python then passes in the keys of the
-step line it read. Rows and blocks come back in arrays allocated here, and go into the reader's
-state in file order: series rows as the per-line parser appends them, blocks stored at their step
-line, or left pending (``state.pending``) when their step line has not come yet.
+step line it read. Rows and blocks come back in arrays allocated here: series rows are kept as
+columns (``NativeSteps.series`` joins them with the per-line parser's rows, in file order, into the
+table), blocks go into the reader's state in file order, stored at their step line, or left pending
+(``state.pending``) when their step line has not come yet.
 """
 from __future__ import annotations
 
 import ctypes
-from itertools import repeat
 
 import numpy as np
+import pandas as pd
 
 from .logscan import CODES, P8, P32, P64, PF, pointer
 
@@ -113,6 +114,7 @@ class NativeSteps:
                      np.empty(ROWS, np.float64))
         self.blocks = tuple(np.empty(ROWS, np.int64) for _ in range(3))
         self.values = np.empty(0, np.float64)
+        self.taken: list[tuple] = []              # C's series rows: (step, line, code, value) arrays, in order
         self.sizes: tuple = (None, b"")
         scan = self.scan
         scan.step, scan.line, scan.code, scan.value = (pointer(self.rows[0], P64), pointer(self.rows[1], P64),
@@ -167,16 +169,14 @@ class NativeSteps:
     def _take(self, state, store) -> None:
         from .norm_rows import NormBlock
 
-        scan, metrics = self.scan, self.keys.metrics
+        scan = self.scan
         if scan.steps_read:
             for block in state.pending:                       # read before this call: the first step line's
                 store(state, scan.first_step, block)
             state.pending = []
             state.last_step = scan.last_step
-        if scan.rows:
-            steps, lines, codes, values = (array[:scan.rows].tolist() for array in self.rows)
-            state.series.extend(zip(repeat(state.run, len(steps)), repeat(state.rank, len(steps)), steps,
-                                    map(metrics.__getitem__, codes), values, lines, strict=True))
+        if scan.rows:                                         # columns, not a tuple a row (built once: ``series``)
+            self.taken.append(tuple(array[:scan.rows].copy() for array in self.rows))
         sizes, count, stepped = state.sizes[1], scan.nsizes, scan.blocks - scan.waiting
         for index, (first, step, at) in enumerate(zip(*(array[:scan.blocks].tolist() for array in self.blocks), strict=True)):
             block = NormBlock(first, sizes, None, self.values[at:at + count], at=at)
@@ -185,6 +185,28 @@ class NativeSteps:
             else:
                 state.pending.append(block)
         scan.rows = scan.blocks = scan.waiting = scan.steps_read = 0
+
+    def series(self, state) -> pd.DataFrame:
+        """The series table of C's rows and the per-line parser's (``state.series``, tuples) in file order
+        (``tables.typed_frame`` of them all): each line is read by one of the two, so the parser's rows go
+        in where their line numbers fall, a line's rows in their order."""
+        from .schema import SERIES_COLUMNS
+        from .tables import categorical, code_of, frame, labels, narrow
+
+        taken = self.taken or [tuple(array[:0] for array in self.rows)]
+        step, line, code, value = (np.concatenate(columns) for columns in zip(*taken, strict=True))
+        metrics = list(self.keys.metrics)
+        if state.series:
+            _, _, steps, names, values, lines = zip(*state.series, strict=True)
+            at = np.searchsorted(line, lines)
+            step, line, value = (np.insert(whole, at, np.array(some, dtype=whole.dtype))
+                                 for whole, some in ((step, steps), (line, lines), (value, values)))
+            code = np.insert(code.astype(np.int32), at, [code_of(metrics, name) for name in names])
+        if not len(step):
+            return frame([], SERIES_COLUMNS)
+        rank = narrow(np.full(len(step), state.rank, dtype=np.int64))
+        return pd.DataFrame({"run": labels(state.run, len(step)), "rank": rank, "step": narrow(step),
+                             "metric": categorical(code, metrics), "value": value, "line": narrow(line)}, copy=False)
 
 
 def hand_back(state, native: NativeSteps, raw: bytes, number: int, line) -> None:

@@ -26,27 +26,28 @@ ARRAY_START = (b"[", b"-", b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8",
 NOT_ARRAY_LINE = re.compile(rb"\n(?![ \t\r\x0b\x0c]*[\[\-0-9.ni])")      # a later line _line would not take
 
 
-def scan(state, data: bytearray, first: int, line, finish, store=None) -> None:
+def scan(state, data: bytearray, first: int, line, finish, store=None) -> int:
     """Every line of ``data`` (whole lines, the first numbered ``first``; the reader's buffer, passed to
     C in place) into ``state``: ``line`` is
     the per-line parser, ``finish`` ends a block it would end, ``store(state, step, block)`` stores a
-    block at its step (for the compiled scan, ``mindformers_native``, when the library is built)."""
+    block at its step (for the compiled scan, ``mindformers_native``, when the library is built).
+    The number of the line after the chunk (the scan has counted its line ends: no second count)."""
     lib = library()
     holder = (ctypes.c_char * len(data)).from_buffer(data) if lib is not None and data else None
     try:
-        _lines(state, data, first, line, finish, store, lib, ctypes.addressof(holder) if holder is not None else None)
+        return _lines(state, data, first, line, finish, store, lib, ctypes.addressof(holder) if holder is not None else None)
     finally:
         del holder                                        # the reader may resize its buffer now
 
 
-def _lines(state, data: bytearray, first: int, line, finish, store, lib, address) -> None:
+def _lines(state, data: bytearray, first: int, line, finish, store, lib, address) -> int:
     pos, number, end = 0, first, len(data)
     native = _native(state, lib) if store is not None and address is not None else None
     while pos <= end:
         if native is not None and native.can_start(state):
             status, pos, number = native.run(state, address, end, pos, number, store)
-            if status == DONE:
-                break
+            if status == DONE:                             # number: the chunk's last line
+                return number + 1
             if state.block is None:                        # a line outside a block: the per-line parser's
                 eol = data.find(b"\n", pos)
                 eol = end if eol < 0 else eol
@@ -70,6 +71,7 @@ def _lines(state, data: bytearray, first: int, line, finish, store, lib, address
         eol = end if eol < 0 else eol
         line(state, bytes(data[pos:eol]), number)
         pos, number = eol + 1, number + 1
+    return number
 
 
 def _native(state, lib):

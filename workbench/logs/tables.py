@@ -76,6 +76,13 @@ def categorical(codes: np.ndarray, names: list[str], counts: np.ndarray | None =
     return pd.Categorical.from_codes(codes, [names[index] for index in ordered], validate=False)
 
 
+def code_of(names: list[str], name: str) -> int:
+    """The index of ``name`` in ``names`` (appended when new): a Categorical's codes, built row by row."""
+    if name not in names:
+        names.append(name)
+    return names.index(name)
+
+
 def labels(label: str, count: int) -> pd.Categorical:
     """One run label ``count`` times, as a Categorical."""
     return pd.Categorical.from_codes(np.zeros(count, dtype=np.int8), [label], validate=False)

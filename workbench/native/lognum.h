@@ -44,10 +44,24 @@ static int slow_number(const unsigned char *s, const unsigned char *p, double *o
 static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
                                  1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+#if SWAR
+/* The bytes of a word that are not digits, once the word is xor-ed with '0' in every byte: those with
+   a high nibble other than 0 or a low one above 9 (a carry out of a byte above 0xF9 only disturbs the
+   bytes after it, past the first non-digit). */
+INLINE uint64_t not_digits(uint64_t x) {
+    return (x & 0xF0F0F0F0F0F0F0F0ULL) | ((x + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL);
+}
+
+/* The value of eight digits xor-ed with '0', the first the lowest byte: pairs, then fours, then eight. */
+INLINE uint64_t eight_digits(uint64_t x) {
+    x = x * 10 + (x >> 8);
+    return (((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)))
+            + (((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+}
+#endif
+
 /* The run of digits at p (before e): its end, and mantissa * 10^length + its value in *mantissa
-   (wrapping past 2^64: the caller counts the digits). Eight bytes at a time where eight are there:
-   the non-digit bytes of a word are those with a high nibble other than 3 or a low one above 9
-   (a carry out of a byte above 0xF9 only disturbs the bytes after it, past the first non-digit). */
+   (wrapping past 2^64: the caller counts the digits). Eight bytes at a time where eight are there. */
 INLINE const unsigned char *digits_at(const unsigned char *p, const unsigned char *e, uint64_t *mantissa) {
     uint64_t m = *mantissa;
 #if SWAR
@@ -55,14 +69,11 @@ INLINE const unsigned char *digits_at(const unsigned char *p, const unsigned cha
         uint64_t word, x;
         memcpy(&word, p, 8);
         x = word ^ 0x3030303030303030ULL;
-        uint64_t other = (x & 0xF0F0F0F0F0F0F0F0ULL) | ((x + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL);
+        uint64_t other = not_digits(x);
         int n = other ? __builtin_ctzll(other) >> 3 : 8;
         if (n == 0) break;
         x = n == 8 ? x : x << (8 * (8 - n));           /* the n digits as the last n of eight, zeros before */
-        x = x * 10 + (x >> 8);                           /* pairs, then fours, then eight: the run's value */
-        x = (((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)))
-             + (((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
-        m = m * POW10_INT[n] + x;
+        m = m * POW10_INT[n] + eight_digits(x);
         p += n;
         if (n < 8) { *mantissa = m; return p; }
     }
@@ -107,6 +118,44 @@ INLINE int number_at(const unsigned char *s, const unsigned char *e, const unsig
         return 1;
     }
     return slow_number(s, p, out);
+}
+
+#if SWAR
+/* numpy_e_at past the n digits after the point (their value: fraction): the exponent and the value. */
+INLINE const unsigned char *numpy_e_tail(const unsigned char *s, const unsigned char *e, int n, uint64_t fraction,
+                                         double *out) {
+    const unsigned char *x = s + 2 + n;                  /* the 'e' */
+    if (e - x < 5 || (x[0] | 0x20) != 'e' || (x[1] != '-' && x[1] != '+') || !digit(x[2]) || !digit(x[3])
+        || digit(x[4])) return NULL;
+    int64_t exponent = (x[2] - '0') * 10 + (x[3] - '0');
+    exponent = (x[1] == '-' ? -exponent : exponent) - n;
+    if (exponent < -22 || exponent > 22) return NULL;
+    double value = (double)(int64_t)((uint64_t)(s[0] - '0') * POW10_INT[n] + fraction);
+    *out = exponent >= 0 ? value * POW10[exponent] : value / POW10[-exponent];
+    return x + 4;
+}
+#endif
+
+/* numpy's scientific form at s, "d." then 1 to 8 digits, 'e' or 'E', a sign and two digits not followed
+   by a digit (what np.array2string prints for a float32 array with its default precision, 8, every
+   value with the digits the array needs): its end and its value in *out, the same one operation on the
+   same mantissa and power of ten as number_at (so the same double), with word tests in place of its
+   byte loops; NULL for number_at to read it (another form, a negative number, the array's end within
+   the form, a power of ten past 10^22). */
+INLINE const unsigned char *numpy_e_at(const unsigned char *s, const unsigned char *e, double *out) {
+#if SWAR
+    uint64_t word;
+    if (e - s < 10 || !digit(s[0]) || s[1] != '.') return NULL;
+    memcpy(&word, s + 2, 8);                             /* the digits after the point, and what follows */
+    word ^= 0x3030303030303030ULL;
+    uint64_t other = not_digits(word);
+    if (other == 0) return numpy_e_tail(s, e, 8, eight_digits(word), out);      /* the usual 8: constants */
+    int n = __builtin_ctzll(other) >> 3;
+    return n == 0 ? NULL : numpy_e_tail(s, e, n, eight_digits(word << (8 * (8 - n))), out);   /* as digits_at */
+#else
+    (void)s, (void)e, (void)out;
+    return NULL;
+#endif
 }
 
 /* The number that is exactly [s, e) (already stripped) into *out; 0 when it is not one. */

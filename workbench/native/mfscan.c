@@ -43,8 +43,15 @@ int64_t mfscan_norm_block(const unsigned char *data, int64_t len, int64_t pos, d
         }
         if (c == '\n') { ends++; line_start = 1; p++; continue; }
         if (blank(c) || c == '[' || c == ']') { p++; continue; }
-        if (count >= cap || !number_at(p, end, &p, &values[count])) return -1;
-        count++;
+        while (1) {                                        /* numbers one space apart: no byte loop */
+            if (count >= cap) return -1;
+            const unsigned char *after = numpy_e_at(p, end, &values[count]);   /* the usual form, else any */
+            if (after != NULL) p = after;
+            else if (!number_at(p, end, &p, &values[count])) return -1;
+            count++;
+            if (end - p < 2 || p[0] != ' ' || !digit(p[1])) break;
+            p++;
+        }
         if (p < end && !(blank(*p) || *p == '[' || *p == ']')) return -1;
     }
     if (line_start) return -1;
@@ -100,9 +107,17 @@ typedef struct {
 /* Python's \s for str (and what str.strip() removes) among ASCII bytes: \t \n \v \f \r, \x1c-\x1f, space. */
 static int pyspace(unsigned char c) { return blank(c) || (c >= 0x1c && c <= 0x1f); }
 
+/* The first `needle` (n >= 1 bytes) in [s, e), or NULL: memchr for its last byte ('[', ':', '{': rare in
+   the long lines, norm_size's 5 KB and more, where a general memmem costs several instructions a byte),
+   then the bytes before it compared. */
 static const unsigned char *find(const unsigned char *s, const unsigned char *e, const char *needle, size_t n) {
+    const unsigned char *p = s + n - 1, *last;
     if ((size_t)(e - s) < n) return NULL;
-    return memmem(s, (size_t)(e - s), needle, n);
+    while (p < e && (last = memchr(p, (unsigned char)needle[n - 1], (size_t)(e - p))) != NULL) {
+        if (memcmp(last - (n - 1), needle, n - 1) == 0) return last - (n - 1);
+        p = last + 1;
+    }
+    return NULL;
 }
 
 static int ascii(const unsigned char *s, const unsigned char *e) { return first_non_ascii(s, e - s) < 0; }
