@@ -17,7 +17,8 @@ import pytest
 from workbench_testing import EXAMPLE_MEGATRON, EXAMPLE_MINDFORMERS
 from workbench.cli.main import main
 from workbench.errors import InputError
-from workbench.fileio import atomic_file, check_output, output_kind, write_text
+from workbench.fileio import atomic_file, write_text
+from workbench.output_checks import check_output, output_kind
 
 CHECKLIST = ["checklist", str(EXAMPLE_MEGATRON), str(EXAMPLE_MINDFORMERS)]
 

@@ -54,7 +54,7 @@ def prepare(megatron: Path | str, mindformers: Path | str, out: Path | str, *, l
     """Write the runs under ``out`` (see the module doc); returns what was written and what is left."""
     from ..audit.engine import run_checklist
     from ..convert.staging import Staging
-    from ..fileio import check_output
+    from ..output_checks import check_output
 
     megatron, mindformers, out = Path(megatron), Path(mindformers), Path(out)
     _check_options(layers, long_steps, out)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..convert.run import ConvertOptions, convert
     from ..convert.staging import check_not_a_source
     from ..errors import InputError
-    from ..fileio import check_output, output_kind
+    from ..output_checks import check_output, output_kind
 
     check_not_a_source(args.destination, [args.source])     # before "--force" is suggested for the input itself
     check_output(args.destination, True, allow_folder=True)      # devices, sockets, parent folder, permissions

@@ -19,7 +19,7 @@ def add_output_arguments(parser: argparse.ArgumentParser, plot: str | None = Non
 def check_outputs(args: argparse.Namespace, *extra: Path | None) -> str:
     """The chosen format; ``--out``, ``--plot`` and ``extra`` outputs checked (writable, not overwritten
     without ``--force``) before any work, so a long run never fails at its last step."""
-    from ..fileio import check_output
+    from ..output_checks import check_output
     from ..report.emit import choose_format
 
     chosen = choose_format(args.format, args.out)

@@ -77,7 +77,7 @@ class Staging:
     """
 
     def __init__(self, destination: Path | str):
-        from ..fileio import output_kind
+        from ..output_checks import output_kind
 
         self.destination = Path(destination)
         self.folder: Path | None = None

@@ -63,7 +63,7 @@ def render(result: Result, output_format: str) -> str | bytes:
 def emit(result: Result, output_format: str | None = None, out: Path | str | None = None,
          force: bool = False, console=None) -> int:
     """Render and deliver ``result``; returns its exit code. ``out=None`` writes to stdout."""
-    from ..fileio import check_output
+    from ..output_checks import check_output
 
     out = Path(out) if out is not None else None
     output_format = choose_format(output_format, out)
@@ -98,7 +98,7 @@ def write_output(path: Path, content: str | bytes) -> None:
 
 def write_figure(result: Result, name: str, path: Path | str, force: bool = False) -> Path:
     """One of the result's figures as PNG, SVG or PDF (by suffix), atomically."""
-    from ..fileio import check_output
+    from ..output_checks import check_output
     from .figures import figure_bytes
 
     path = Path(path)

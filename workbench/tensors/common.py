@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 from ..errors import InputError
-from ..fileio import AtomicFile, from_writing, os_error
+from ..fileio import AtomicFile
+from ..output_checks import from_writing, os_error
 from .base import STORAGE, TensorMeta
 from .bytecopy import FileSpan, copy_span
 from .sizes import numel
