@@ -130,7 +130,7 @@ def test_truncated_mindspore_ckpt_given_to_init(tmp_path, capsys):
 
 def test_every_source_is_a_context_manager():
     from workbench.tensors.megatron_legacy import MegatronLegacySource
-    from workbench.tensors.mindspore_ckpt import MindSporeCkptSource
+    from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
     from workbench.tensors.safetensors_io import SafetensorsSource
     from workbench.tensors.torch_dist import TorchDistSource
     from workbench.tensors.torch_io import TorchFileSource

@@ -12,7 +12,8 @@ from workbench.cli.main import main
 from workbench.tensors import mindspore_ckpt
 from workbench.tensors.base import TensorMeta
 from workbench.tensors.bytecopy import ALIGN_FROM, FOLIO, PAGE, chunk_length
-from workbench.tensors.mindspore_ckpt import MindSporeCkptSource, padding_record
+from workbench.tensors.mindspore_ckpt import padding_record
+from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
 from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource, build_header
 
 # embedding and output layer are vocab x hidden fp32 = exactly ALIGN_FROM bytes; the rest is smaller

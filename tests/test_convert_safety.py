@@ -14,7 +14,7 @@ from workbench.cli.main import main
 from workbench.convert import diff as diff_module
 from workbench.convert import run as run_module
 from workbench.errors import InputError
-from workbench.tensors import mindspore_ckpt
+from workbench.tensors import mindspore_ckpt, mindspore_ckpt_read
 from workbench.tensors.bytecopy import FileSpan, _read_write, _sendfile, copy_span
 from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
 
@@ -202,7 +202,7 @@ def test_ckpt_slices_of_a_copied_span_match_slices_of_an_array(tmp_path, monkeyp
         with mindspore_ckpt.MindSporeCkptWriter(tmp_path / name, [meta]) as writer:
             writer.write("w", payload)
     assert (tmp_path / "a.ckpt").read_bytes() == (tmp_path / "b.ckpt").read_bytes()
-    assert np.array_equal(mindspore_ckpt.MindSporeCkptSource(tmp_path / "b.ckpt").read("w"), data)
+    assert np.array_equal(mindspore_ckpt_read.MindSporeCkptSource(tmp_path / "b.ckpt").read("w"), data)
 
 
 def test_copy_span_interleaves_with_buffered_writes_on_every_copy_path(tmp_path):

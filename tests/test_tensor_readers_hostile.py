@@ -12,7 +12,8 @@ import pytest
 from workbench.cli.main import main
 from workbench.errors import InputError
 from workbench.tensors.base import TensorMeta
-from workbench.tensors.mindspore_ckpt import MindSporeCkptSource, value_prefix
+from workbench.tensors.mindspore_ckpt import value_prefix
+from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
 from workbench.tensors.sizes import MAX_ELEMENTS, check_shape, tensor_bytes
 
 

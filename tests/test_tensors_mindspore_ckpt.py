@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from workbench.errors import InputError
-from workbench.tensors import mindspore_ckpt
+from workbench.tensors import mindspore_ckpt, mindspore_ckpt_read
 from workbench.tensors.base import TensorMeta, bf16_bits_to_fp32, fp32_to_bf16_bits
-from workbench.tensors.mindspore_ckpt import MindSporeCkptSource, MindSporeCkptWriter, varint
+from workbench.tensors.mindspore_ckpt import MindSporeCkptWriter, varint
+from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
 
 
 def sample(seed: int = 0) -> dict[str, tuple[str, np.ndarray]]:
@@ -99,7 +100,7 @@ def test_large_tensors_are_sliced_like_mindspore(tmp_path, monkeypatch):
     big = np.arange(100, dtype=np.float32).reshape(20, 5)
     tensors = {"big": ("fp32", big), "small": ("fp16", np.ones(3, np.float16))}
     write(tmp_path / "x.ckpt", tensors)
-    assert len(mindspore_ckpt.parse_records(tmp_path / "x.ckpt")) == 8      # 400 bytes in 64-byte slices + 1
+    assert len(mindspore_ckpt_read.parse_records(tmp_path / "x.ckpt")) == 8      # 400 bytes in 64-byte slices + 1
     source = MindSporeCkptSource(tmp_path / "x.ckpt")
     assert same_bits(source.read("big"), big)
     assert same_bits(ms.load_checkpoint(str(tmp_path / "x.ckpt"))["big"].asnumpy(), big)
@@ -112,7 +113,7 @@ def test_reads_mindspore_own_slices(tmp_path, monkeypatch):
     monkeypatch.setattr(serialization, "SLICE_SIZE", 1)      # KiB: slice anything over 1 KiB
     big = np.random.default_rng(2).standard_normal((64, 16)).astype(np.float32)
     ms.save_checkpoint([{"name": "big", "data": ms.Parameter(ms.Tensor(big), name="big")}], str(tmp_path / "s.ckpt"))
-    assert len(mindspore_ckpt.parse_records(tmp_path / "s.ckpt")) > 1
+    assert len(mindspore_ckpt_read.parse_records(tmp_path / "s.ckpt")) > 1
     assert same_bits(MindSporeCkptSource(tmp_path / "s.ckpt").read("big"), big)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from workbench.errors import InputError
 from workbench.tensors.base import TensorMeta
-from workbench.tensors.mindspore_ckpt import MindSporeCkptSource, MindSporeCkptWriter
+from workbench.tensors.mindspore_ckpt import MindSporeCkptWriter
+from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
 from workbench.tensors.open import open_sink, open_source
 from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
 

@@ -113,7 +113,7 @@ def plant_weights_fault(ckpt_path: Path | str, fault: Fault, out: Path | str | N
 
 def _checked(path: Path) -> None:
     """The workbench's own reader checks every record against the file before MindSpore reads it."""
-    from ..tensors.mindspore_ckpt import MindSporeCkptSource
+    from ..tensors.mindspore_ckpt_read import MindSporeCkptSource
 
     with MindSporeCkptSource(path):
         pass

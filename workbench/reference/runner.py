@@ -100,7 +100,7 @@ def _check(spec: RunSpec) -> None:
         raise InputError("--inject-grads", "only the MindSpore side takes injected gradients",
                          "inject into --side mindformers")
     if spec.init is not None and spec.side == "mindformers":
-        from ..tensors.mindspore_ckpt import MindSporeCkptSource
+        from ..tensors.mindspore_ckpt_read import MindSporeCkptSource
 
         with MindSporeCkptSource(spec.init):       # every record checked against the file: truncated -> InputError
             pass

@@ -1,4 +1,4 @@
-"""MindSpore ``.ckpt`` read and written without mindspore or protobuf.
+"""MindSpore ``.ckpt`` written without mindspore or protobuf (read by :mod:`.mindspore_ckpt_read`).
 
 A ``.ckpt`` is one protobuf ``Checkpoint`` message (mindspore/ccsrc/utils/checkpoint.proto,
 confirmed against ``mindspore.train.checkpoint_pb2`` of MindSpore 2.10)::
@@ -28,21 +28,18 @@ from typing import Iterable, TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-from ..errors import InputError
 from ..fileio import PREALLOCATE_FROM
-from ..input_files import input_stat
-from .base import ITEM_SIZE, STORAGE, SourceBase, TensorMeta
+from .base import TensorMeta
 from .bytecopy import ALIGN_FROM, PAGE, FileSpan, byte_view, page_padding
-from .common import PartialFile, StreamingSink, mapped_array, missing_tensor, numel, unsupported_dtype
-from .sizes import check_shape
+from .common import PartialFile, StreamingSink
 
 TYPE_NAMES = {"fp64": "Float64", "fp32": "Float32", "fp16": "Float16", "bf16": "BFloat16", "int64": "Int64",
               "int32": "Int32", "int16": "Int16", "int8": "Int8", "uint8": "UInt8", "bool": "Bool"}
 DTYPES = {type_name: dtype for dtype, type_name in TYPE_NAMES.items()}
 SLICE_BYTES = 512 * 1024 * 1024          # serialization.SLICE_SIZE (KiB) * 1024
 CRC_TRAILER = 17                         # b"crc_num" + 10 bytes
-_FIX = "the file is truncated, encrypted or not a MindSpore .ckpt: re-save it with mindspore.save_checkpoint"
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
+FIX_CKPT = "the file is truncated, encrypted or not a MindSpore .ckpt: re-save it with mindspore.save_checkpoint"
+WIRE_VARINT, WIRE_FIXED64, WIRE_BYTES, WIRE_FIXED32 = 0, 1, 2, 5     # protobuf wire types
 PAD_FIELD = 2047              # not in checkpoint.proto (Checkpoint has field 1 only): skipped by every reader
 
 
@@ -65,12 +62,12 @@ def _key(field: int, wire: int) -> bytes:
 
 
 def _bytes_field(field: int, payload: bytes) -> bytes:
-    return _key(field, _BYTES) + varint(len(payload)) + payload
+    return _key(field, WIRE_BYTES) + varint(len(payload)) + payload
 
 
 def padding_record(size: int) -> bytes:
     """A top-level ``PAD_FIELD`` record of exactly ``size`` bytes (3..130 or 132..16386)."""
-    key = _key(PAD_FIELD, _BYTES)
+    key = _key(PAD_FIELD, WIRE_BYTES)
     length = size - len(key) - 1 if size - len(key) - 1 < 128 else size - len(key) - 2
     record = key + varint(length) + bytes(length) if length >= 0 else b""
     if len(record) != size:
@@ -88,11 +85,11 @@ def _padding_for(position: int, prefix: int, source_offset: int) -> bytes:
 
 def value_prefix(meta: TensorMeta, content_length: int) -> bytes:
     """Everything of one ``Checkpoint.value`` record up to its ``tensor_content`` bytes."""
-    tensor_head = b"".join(_key(1, _VARINT) + varint(dim) for dim in meta.shape)
-    tensor_head += _bytes_field(2, TYPE_NAMES[meta.dtype].encode()) + _key(3, _BYTES) + varint(content_length)
+    tensor_head = b"".join(_key(1, WIRE_VARINT) + varint(dim) for dim in meta.shape)
+    tensor_head += _bytes_field(2, TYPE_NAMES[meta.dtype].encode()) + _key(3, WIRE_BYTES) + varint(content_length)
     tensor_length = len(tensor_head) + content_length
-    value_head = _bytes_field(1, meta.name.encode("utf-8")) + _key(2, _BYTES) + varint(tensor_length) + tensor_head
-    return _key(1, _BYTES) + varint(len(value_head) + content_length) + value_head
+    value_head = _bytes_field(1, meta.name.encode("utf-8")) + _key(2, WIRE_BYTES) + varint(tensor_length) + tensor_head
+    return _key(1, WIRE_BYTES) + varint(len(value_head) + content_length) + value_head
 
 
 # ----------------------------------------------------------------------------- writing
@@ -150,197 +147,3 @@ def _size_bound(metas: list[TensorMeta], copied: set[str]) -> int:
             total += len(value_prefix(meta, piece)) + piece
             total += PAGE + 131 if meta.name in copied and piece >= ALIGN_FROM else 0
     return total
-
-
-# ----------------------------------------------------------------------------- reading
-
-class _Cursor:
-    """Reads protobuf primitives from a file between ``position`` and ``end``."""
-
-    def __init__(self, handle, path: Path, position: int, end: int):
-        self.handle, self.path, self.position, self.end = handle, path, position, end
-
-    def _fail(self, problem: str) -> InputError:
-        return InputError(str(self.path), f"{problem} at byte {self.position}", _FIX)
-
-    def varint(self) -> int:
-        self.handle.seek(self.position)
-        chunk = self.handle.read(min(10, max(self.end - self.position, 0)))
-        value = 0
-        for index, byte in enumerate(chunk):
-            value |= (byte & 0x7F) << (7 * index)
-            if byte < 0x80:
-                self.position += index + 1
-                return value
-        raise self._fail("truncated or malformed varint")
-
-    def span(self) -> tuple[int, int]:
-        """(start, length) of a length-delimited payload, skipped over."""
-        length = self.varint()
-        start = self.position
-        if start + length > self.end:
-            raise self._fail(f"record of {length} bytes runs past its end ({self.end})")
-        self.position += length
-        return start, length
-
-    def text(self) -> str:
-        start, length = self.span()
-        self.handle.seek(start)
-        return self.handle.read(length).decode("utf-8", errors="replace")
-
-    def skip(self, wire: int) -> None:
-        if wire == _VARINT:
-            self.varint()
-        elif wire == _BYTES:
-            self.span()
-        elif wire in (_FIXED64, _FIXED32):
-            self.position += 8 if wire == _FIXED64 else 4
-        else:
-            raise self._fail(f"unknown protobuf wire type {wire}")
-
-    def fields(self):
-        while self.position < self.end:
-            key = self.varint()
-            yield key >> 3, key & 7
-
-
-def _int64(value: int) -> int:
-    """A varint read as protobuf's signed int64 (a negative dim is stored as 2**64 - |dim|)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _parse_tensor(cursor: _Cursor, record: dict) -> None:
-    for field, wire in cursor.fields():
-        if field == 1 and wire == _VARINT:
-            record["dims"].append(_int64(cursor.varint()))
-        elif field == 1 and wire == _BYTES:                 # packed dims
-            start, length = cursor.span()
-            packed = _Cursor(cursor.handle, cursor.path, start, start + length)
-            while packed.position < packed.end:
-                record["dims"].append(_int64(packed.varint()))
-        elif field == 2 and wire == _BYTES:
-            record["type"] = cursor.text()
-        elif field == 3 and wire == _BYTES:
-            record["parts"].append(cursor.span())
-        else:
-            cursor.skip(wire)
-
-
-def _parse_value(cursor: _Cursor) -> dict:
-    record: dict = {"tag": None, "dims": [], "type": None, "parts": [], "map": False}
-    for field, wire in cursor.fields():
-        if field == 1 and wire == _BYTES:
-            record["tag"] = cursor.text()
-        elif field == 2 and wire == _BYTES:
-            start, length = cursor.span()
-            _parse_tensor(_Cursor(cursor.handle, cursor.path, start, start + length), record)
-        elif field == 3 and wire == _BYTES:
-            record["map"] = True
-            cursor.skip(wire)
-        else:
-            cursor.skip(wire)
-    return record
-
-
-def parse_records(path: Path) -> list[dict]:
-    """Every ``Value`` of the file (tag, dims, tensor_type, content spans), data left unread."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        end = size
-        if size >= CRC_TRAILER:
-            handle.seek(size - CRC_TRAILER)
-            end = size - CRC_TRAILER if handle.read(7) == b"crc_num" else size
-        cursor = _Cursor(handle, path, 0, end)
-        records = []
-        for field, wire in cursor.fields():
-            if field == PAD_FIELD and wire == _BYTES:          # alignment padding (see the module docstring)
-                cursor.span()
-                continue
-            if field != 1 or wire != _BYTES:
-                raise cursor._fail(f"expected a Checkpoint.value record, found field {field} wire type {wire}")
-            start, length = cursor.span()
-            records.append(_parse_value(_Cursor(handle, path, start, start + length)))
-    return records
-
-
-def _merge_slices(path: Path, records: list[dict]) -> list[dict]:
-    """Consecutive records with one tag are slices of one tensor (``_write_parameter_data``)."""
-    merged: list[dict] = []
-    for record in records:
-        if record["tag"] is None:
-            raise InputError(str(path), "a checkpoint record has no tag", _FIX)
-        if merged and merged[-1]["tag"] == record["tag"] and not record["map"]:
-            merged[-1]["parts"] += record["parts"]
-        else:
-            merged.append(record)
-    return merged
-
-
-class MindSporeCkptSource(SourceBase):
-    """A MindSpore ``.ckpt`` read lazily: records indexed once, tensor bytes memory-mapped.
-
-    Entries that are not tensors of a supported dtype (``append_dict`` strings, map tensors,
-    unsigned 16/32/64-bit) are left out of :meth:`metas` and listed in ``skipped`` with a reason.
-    """
-
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        if input_stat(self.path, regular=True).st_size == 0:     # mmap needs a regular file
-            raise InputError(str(self.path), "empty file", _FIX)
-        self._metas: dict[str, TensorMeta] = {}
-        self._parts: dict[str, list[tuple[int, int]]] = {}
-        self.skipped: dict[str, str] = {}
-        for record in _merge_slices(self.path, parse_records(self.path)):
-            self._add(record)
-
-    def _add(self, record: dict) -> None:
-        tag, type_name = record["tag"], record["type"]
-        where = f"{self.path} [{tag}]"
-        if tag in self._metas or tag in self.skipped:
-            raise InputError(where, "tag appears twice, not as consecutive slices", _FIX)
-        dims = check_shape(record["dims"], where, "dims")
-        if record["map"] or type_name not in DTYPES:
-            self.skipped[tag] = ("map tensor" if record["map"] else "tensor_type 'str' is not a weight dtype"
-                                 if type_name == "str" else unsupported_dtype(type_name, DTYPES))
-            return
-        dtype = DTYPES[type_name]
-        stored = sum(length for _, length in record["parts"])
-        if dims == (0,) and stored == ITEM_SIZE[dtype]:          # load_checkpoint: dims [0] means a scalar
-            dims = ()
-        meta = TensorMeta(tag, dims, dtype)
-        if stored != meta.nbytes:
-            raise InputError(where, f"{type_name} {list(dims)} needs {meta.nbytes} bytes, the file holds {stored}",
-                             _FIX)
-        self._metas[tag] = meta
-        self._parts[tag] = record["parts"]
-
-    def metas(self) -> dict[str, TensorMeta]:
-        return dict(self._metas)
-
-    def read(self, name: str) -> np.ndarray:
-        import numpy as np
-
-        if name not in self._metas:
-            raise missing_tensor(self.path, name, self._metas)
-        meta, parts = self._metas[name], self._parts[name]
-        if len(parts) <= 1:
-            offset = parts[0][0] if parts else 0
-            return mapped_array(self.path, offset, meta.shape, meta.dtype)
-        out = np.empty(numel(meta.shape), dtype=STORAGE[meta.dtype])
-        raw, position = out.view(np.uint8), 0
-        for offset, length in parts:
-            raw[position:position + length] = np.memmap(self.path, dtype=np.uint8, mode="r", offset=offset,
-                                                        shape=(length,))
-            position += length
-        return out.reshape(meta.shape)
-
-    def span(self, name: str) -> FileSpan | None:
-        """Where a tensor stored in one record lies (a writer copies it as is); None for sliced tensors."""
-        if name not in self._metas:
-            raise missing_tensor(self.path, name, self._metas)
-        parts = self._parts[name]
-        return FileSpan(self.path, parts[0][0], self._metas[name].nbytes) if len(parts) == 1 else None
-
-    def close(self) -> None:
-        """Nothing is held open."""
-

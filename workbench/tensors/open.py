@@ -50,7 +50,7 @@ def _open_file(path: Path) -> TensorSource:
         from .safetensors_io import SafetensorsSource
         return SafetensorsSource(path)
     if name.endswith(".ckpt"):
-        from .mindspore_ckpt import MindSporeCkptSource
+        from .mindspore_ckpt_read import MindSporeCkptSource
         return MindSporeCkptSource(path)
     if name.endswith((".bin", ".bin.index.json")):
         from .torch_io import TorchFileSource
@@ -108,7 +108,7 @@ def _open_folder(path: Path, config: Path | str | None = None) -> TensorSource:
         return TorchFileSource(path)
     checkpoints = sorted(path.glob("*.ckpt"))
     if len(checkpoints) == 1:
-        from .mindspore_ckpt import MindSporeCkptSource
+        from .mindspore_ckpt_read import MindSporeCkptSource
         return MindSporeCkptSource(checkpoints[0])
     problem = f"{len(checkpoints)} .ckpt files: ambiguous" if checkpoints else "no checkpoint found in this folder"
     raise InputError(str(path), problem, f"pass the file itself; looked for {_LOOKED_FOR}")
