@@ -121,3 +121,20 @@ def test_every_reports_csv_is_pandas_text():
     assert render(result, "csv") == table.to_csv(index=False)
     assert render(Result("checklist", "t", "PASS", tables={"main": table.drop(columns="maybe")}), "csv") == \
         table.drop(columns="maybe").to_csv(index=False)
+
+
+def test_float_texts_are_numpys_for_every_bit_pattern():
+    """``repr`` of a float64 (Python's dtoa) against numpy's ``astype(str)`` (Dragon4): the same text for any bit
+    pattern (both signs, every exponent, subnormals, inf), the edges, and around every power of ten where the
+    layout turns scientific; float32 and float16 keep numpy's own shortest digits."""
+    rng = np.random.default_rng(11)
+    bits = rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, 200_000, dtype=np.int64, endpoint=True)
+    tens = np.asarray([10.0 ** e for e in range(-310, 309)])
+    near = np.concatenate([tens, np.nextafter(tens, 0), np.nextafter(tens, np.inf), -tens])
+    values = np.concatenate([bits.view(np.float64), near, np.asarray(EDGE_FLOATS), np.arange(-500.0, 500.0, 0.125)])
+    values = values[~np.isnan(values)]
+    assert csv_text._float_texts(values) == values.astype(str).tolist()
+    for dtype in (np.float32, np.float16, np.dtype(">f8")):
+        with np.errstate(over="ignore"):
+            other = values.astype(dtype)
+        assert csv_text._float_texts(other) == other.astype(str).tolist()
