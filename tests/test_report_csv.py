@@ -133,7 +133,9 @@ def test_float_texts_are_numpys_for_every_bit_pattern():
     near = np.concatenate([tens, np.nextafter(tens, 0), np.nextafter(tens, np.inf), -tens])
     values = np.concatenate([bits.view(np.float64), near, np.asarray(EDGE_FLOATS), np.arange(-500.0, 500.0, 0.125)])
     values = values[~np.isnan(values)]
-    assert csv_text._float_texts(values) == values.astype(str).tolist()
+    texts = csv_text._float_texts(values)
+    assert texts == values.astype(str).tolist()
+    assert set("".join(texts)) <= set("0123456789+-.eEinfa") and csv_text._FLOATS_UNQUOTED    # never quoted
     for dtype in (np.float32, np.float16, np.dtype(">f8")):
         with np.errstate(over="ignore"):
             other = values.astype(dtype)

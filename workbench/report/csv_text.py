@@ -35,6 +35,9 @@ def _quoted_by_csv() -> str:
 
 QUOTED = _quoted_by_csv()
 _QUOTED_ANY = re.compile(f"[{re.escape(QUOTED)}]").search     # a cell that holds one of them
+# Every character a float's text can hold (repr and numpy's str: digits, sign, point, exponent, inf, nan): when
+# none is quoted, float columns are not searched for quoting (true for the csv module as pandas sets it up).
+_FLOATS_UNQUOTED = _QUOTED_ANY("0123456789+-.eEinfa") is None
 
 
 def frame_csv(frame, header: bool = True) -> str:
@@ -73,7 +76,8 @@ def _cells(series) -> list[str] | None:
     values = series.to_numpy()
     kind = values.dtype.kind
     if kind == "f":                                   # pandas: astype(str), missing values empty
-        return _quote(_float_cells(values))
+        cells = _float_cells(values)
+        return cells if _FLOATS_UNQUOTED else _quote(cells)
     if kind in "iub":                                 # pandas: Python ints/bools, printed with str()
         return list(map(str, values.tolist()))
     items = values.tolist()
@@ -130,10 +134,11 @@ def _float_texts(values) -> list[str]:
 
 def _quote(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
-    if _QUOTED_ANY("".join(cells)) is None:
+    text = "".join(cells)
+    if not any(char in text for char in QUOTED):          # one fast substring search per character, not a regex
         return cells
-    text = {cell: cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in dict.fromkeys(cells)}
-    return list(map(text.__getitem__, cells))              # each distinct cell looked at once
+    quoted = {cell: cell if _QUOTED_ANY(cell) is None else _quote_one(cell) for cell in dict.fromkeys(cells)}
+    return list(map(quoted.__getitem__, cells))            # each distinct cell looked at once
 
 
 def _quote_one(cell: str) -> str:
