@@ -226,3 +226,42 @@ def test_matched_tables_are_what_one_dict_per_row_gives(case):
         pd.testing.assert_frame_equal(frame, expected, check_exact=True)
     for side, names in (("A", names_a), ("B", names_b)):       # each row paired once or listed unmatched
         assert int((matching.unmatched["side"] == side).sum()) + len(matching.pairs) == len(names)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_string_columns_taken_from_their_objects_are_pandas_take(seed):
+    """``Rows.take``/``take_objects`` index a string column's own objects with its missing mask found once: the
+    values ``object_values(series.take(positions))`` gives (NA as None), for every row, some rows in any order
+    and repeated, a list or an array, none; before and after ``release``; a column with no missing value; other
+    column types through pandas as before."""
+    import numpy as np
+    import pandas as pd
+
+    from workbench.dumps.match_calls import Rows
+    from workbench.dumps.schema import object_values
+
+    rng = random.Random(seed)
+    size = 3000
+    table = pd.DataFrame({
+        "text": pd.array([rng.choice([None, "", "a", "ünï", "x,y", "\n", "٣"] + TOKENS) for _ in range(size)],
+                         dtype="string"),
+        "full": pd.array([f"n{i}" for i in range(size)], dtype="string"),
+        "count": pd.array([rng.choice([None, 0, 7, -2**63]) for _ in range(size)], dtype="Int64"),
+        "flag": [rng.random() < 0.5 for _ in range(size)], "other": [rng.choice([None, 1.5, "t"]) for _ in range(size)]})
+    before = {column: object_values(table[column]).tolist() for column in table.columns}
+    rows = Rows(table)
+    picks = [None, [], [0], [size - 1, 0, 5, 5], np.asarray([rng.randrange(size) for _ in range(500)], dtype=np.int64),
+             np.arange(size, dtype=np.int64)]
+    for release in (False, True):
+        if release:
+            rows.release()
+        for column in table.columns:
+            for positions in picks:
+                series = table[column]
+                expected = object_values(series if positions is None else series.take(positions))
+                found = rows.take_objects(column, positions)
+                assert found.dtype == object and found.tolist() == expected.tolist(), (column, positions)
+                assert [type(v) for v in found.tolist()] == [type(v) for v in expected.tolist()]
+                assert rows.take(column, positions) == expected.tolist()
+    assert {column: object_values(table[column]).tolist() for column in table.columns} == before    # untouched
+    assert table["text"].isna().any()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .match_columns import PLAIN_DTYPES
 from .formats import load_dump_formats
 from .match_names import cell_text, param_name, stems_of
 
@@ -23,6 +22,7 @@ class Rows:
         self.size = len(self.table)
         self._lists: dict[str, list] = {}
         self.derived: dict[str, object] = {}          # per-row values computed once from the columns (matching's)
+        self._texts: dict[str, tuple] = {}            # string columns: their objects and missing masks (take_objects)
 
     def __getitem__(self, column: str) -> list:
         found = self._lists.get(column)
@@ -32,29 +32,46 @@ class Rows:
 
     def take(self, column: str, positions) -> list:
         """The values of ``column`` at ``positions`` (all rows for None), as row_dicts gives them."""
-        from .schema import object_values
-
-        series = self.table[column]
-        return object_values(series if positions is None else series.take(positions)).tolist()
+        return self.take_objects(column, positions).tolist()
 
     def take_objects(self, column: str, positions):
-        """:meth:`take` as an array (no list): the column's own int64/float64/bool array (the dtype a list of
-        those values infers), else objects."""
-        import numpy as np
+        """:meth:`take` as an object array. A string column's values are indexed in its own array of str and <NA>
+        with its missing mask, both found once per column: pandas' ``take`` then ``to_numpy`` built and checked a
+        new string array and walked it for missing values at every take (four to six per column in matching)."""
 
         from .schema import object_values
 
         series = self.table[column]
-        if isinstance(series.dtype, np.dtype) and series.dtype.name in PLAIN_DTYPES:
-            return series.to_numpy()[positions]
-        return object_values(series.take(positions))
+        texts = self._texts.get(column) or self._text_column(column, series)
+        if texts is None:
+            return object_values(series if positions is None else series.take(positions))
+        values, missing, any_missing = texts
+        found = values.copy() if positions is None else values[positions]
+        if any_missing:
+            found[missing if positions is None else missing[positions]] = None
+        return found
+
+    def _text_column(self, column: str, series):
+        """(its str and <NA> objects, not copied; missing mask; any missing) of a python-backed string column,
+        kept in ``_texts``; None for any other column type."""
+        import numpy as np
+        import pandas as pd
+
+        dtype = series.dtype
+        if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "python"):
+            return None
+        values = np.asarray(series.array)
+        missing = pd.isna(values)
+        found = self._texts[column] = (values, missing, bool(missing.any()))
+        return found
 
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)
 
     def release(self, keep: tuple[str, ...] = ()) -> None:
-        """Forget the column lists but ``keep`` (the tables are built from the table itself)."""
+        """Forget the column lists but ``keep`` (the tables are built from the table itself). The string columns'
+        masks stay (a byte per row and column, no Python object): the pair and unmatched tables take them again."""
         for column in [c for c in self._lists if c not in keep]:
             del self._lists[column]
         if not keep:

@@ -24,9 +24,9 @@ def taken(rows, field: str, positions) -> tuple:
     dtype = series.dtype
     if isinstance(dtype, np.dtype) and dtype.name in PLAIN_DTYPES:
         return series.to_numpy()[positions], PLAIN
-    part = series.take(positions)
     if isinstance(dtype, pd.StringDtype):
-        return object_values(part), TEXT
+        return rows.take_objects(field, positions), TEXT
+    part = series.take(positions)
     if isinstance(dtype, pd.Int64Dtype) and not part.isna().any():
         return part.to_numpy(dtype=np.int64), PLAIN
     return object_values(part), None
