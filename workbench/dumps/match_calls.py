@@ -52,8 +52,8 @@ class Rows:
         return found
 
     def _text_column(self, column: str, series):
-        """(its str and <NA> objects, not copied; missing mask; any missing) of a python-backed string column,
-        kept in ``_texts``; None for any other column type."""
+        """(its str and <NA> objects, not copied; missing mask, None when all are str; any missing) of a
+        python-backed string column, kept in ``_texts``; None for any other column type."""
         import numpy as np
         import pandas as pd
 
@@ -61,6 +61,9 @@ class Rows:
         if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "python"):
             return None
         values = np.asarray(series.array)
+        if pd.api.types.infer_dtype(values, skipna=False) == "string":      # all str: a quicker walk than isna's
+            found = self._texts[column] = (values, None, False)
+            return found
         missing = pd.isna(values)
         found = self._texts[column] = (values, missing, bool(missing.any()))
         return found
