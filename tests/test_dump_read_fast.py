@@ -15,7 +15,7 @@ import pytest
 
 from workbench.dumps import msprobe_native
 from workbench.dumps.formats import load_dump_formats
-from workbench.dumps.msprobe_arrays import by_id, counts, integers
+from workbench.dumps.msprobe_arrays import by_id, counts, distinct, integers
 from workbench.dumps.msprobe_side import read_construct, read_stacks
 from workbench.dumps.readers_msprobe import _entry_info, _entry_infos, read_msprobe
 from workbench.errors import InputError
@@ -186,6 +186,24 @@ def test_array_columns_equal_pandas_of_lists():
     assert counts(raw).equals(pd.array([0, None, 7, 2 ** 52], dtype="Int64"))
     empty = np.zeros(0, np.int64)
     assert len(integers(empty, value.get)) == 0 and len(by_id(empty, str)) == 0 and len(counts(empty)) == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_ids_are_numpys_unique(seed):
+    """Distinct ids by hashing: what ``np.unique(ids, return_inverse=True)`` gives (ascending, the flat inverse),
+    for few and many distinct ids, negative ones, extremes, a strided column of a scan's rows and none; and the
+    values are asked for in ascending order."""
+    rng = np.random.default_rng(seed)
+    cases = [rng.integers(-1, 4, 5000), rng.integers(-2**63, 2**63 - 1, 5000, dtype=np.int64, endpoint=True),
+             rng.integers(0, 300, (4000, 5))[:, 2], np.zeros(0, np.int64), np.full(9, 7, np.int64),
+             np.asarray([2**63 - 1, -2**63, 0, -1, 2**63 - 1], np.int64)]
+    for ids in cases:
+        ascending, inverse = distinct(ids)
+        expected, expected_inverse = np.unique(ids, return_inverse=True)
+        assert ascending.tolist() == expected.tolist() and inverse.tolist() == expected_inverse.reshape(-1).tolist()
+        asked: list[int] = []
+        by_id(ids, asked.append)
+        assert asked == sorted(set(ids.tolist()))
 
 
 @native

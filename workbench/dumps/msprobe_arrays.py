@@ -3,14 +3,30 @@ integer columns with a mask (pandas' nullable ``Int64`` built from them, not fro
 from __future__ import annotations
 
 
+def distinct(ids):
+    """``np.unique(ids, return_inverse=True)`` (the distinct ids ascending, each row's index among them, flat) by
+    hashing the rows (``pd.factorize``) and sorting only the distinct ids: a sort of every row took ~30 ms per
+    200k-row column, and ``value_of`` below still meets the ids in ascending order (which error a reader raises
+    first does not change)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, found = pd.factorize(np.asarray(ids).reshape(-1))
+    found = np.asarray(found)
+    order = np.argsort(found, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return found[order], rank[codes]
+
+
 def by_id(ids, value_of):
     """An object array: ``value_of(i)`` for each row's id ``i``, computed once per distinct id."""
     import numpy as np
 
-    distinct, inverse = np.unique(ids, return_inverse=True)
-    values = np.empty(len(distinct), dtype=object)
-    values[:] = [value_of(i) for i in distinct.tolist()]
-    return values[inverse.reshape(-1)]
+    ascending, inverse = distinct(ids)
+    values = np.empty(len(ascending), dtype=object)
+    values[:] = [value_of(i) for i in ascending.tolist()]
+    return values[inverse]
 
 
 def integers(ids, value_of):
@@ -19,11 +35,10 @@ def integers(ids, value_of):
     import numpy as np
     import pandas as pd
 
-    distinct, inverse = np.unique(ids, return_inverse=True)
-    found = [value_of(i) for i in distinct.tolist()]
+    ascending, inverse = distinct(ids)
+    found = [value_of(i) for i in ascending.tolist()]
     missing = np.array([v is None for v in found], dtype=bool)
     exact = np.array([0 if v is None else v for v in found], dtype=np.int64)
-    inverse = inverse.reshape(-1)
     return pd.arrays.IntegerArray(exact[inverse], missing[inverse])
 
 

@@ -21,7 +21,7 @@ from ..input_files import JSON_DEPTH_LIMIT
 from ..native import library
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
-from .msprobe_arrays import by_id, counts, integers
+from .msprobe_arrays import by_id, counts, distinct, integers
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -200,7 +200,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     out: dict = {"name": _names(raw, rows, names, backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
-    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in np.unique(rows[:, SHAPE]).tolist()}
+    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in distinct(rows[:, SHAPE])[0].tolist()}
     out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0])
     out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1])
     out["nan_count"], out["inf_count"] = counts(rows[:, NAN]), counts(rows[:, INF])
