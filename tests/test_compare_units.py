@@ -88,11 +88,11 @@ def test_report_from_units_is_the_report_of_the_joined_pairs(units):
         assert parts.verdict == whole.verdict == "DIVERGED"
         assert json.dumps(parts.to_dict(), default=str) == json.dumps(whole.to_dict(), default=str)
         assert "rank 1" in parts.summary[1]                    # the earliest divergence: the gelu of rank 1
-        text = joined_csv(parts.main_table, [o.csv for o in outcomes])
+        pieces = joined_csv(parts.main_table, [o.csv for o in outcomes])
         if len(outcomes) == 4:
-            assert text == frame_csv(whole.main_table)         # the units' rows, joined after one header
+            assert "".join(pieces) == frame_csv(whole.main_table)      # the units' rows after one header
         else:           # a unit without pairs has object columns, so pandas joins rank, order... as objects
-            assert text is None and str(parts.main_table["rank"].dtype) == "object"
+            assert pieces is None and str(parts.main_table["rank"].dtype) == "object"
 
 
 def test_cli_csv_and_json_are_the_same_with_one_or_two_workers(tmp_path):
@@ -151,11 +151,12 @@ def test_units_csv_joined_is_the_csv_of_the_joined_table(case):
     elif case == "empty_unit":
         tables.insert(1, tables[0].iloc[:0])
     whole = pd.concat(tables, ignore_index=True)
-    text = joined_csv(whole, [unit_csv(t) for t in tables])
+    pieces = joined_csv(whole, [unit_csv(t) for t in tables])
     if case in ("same", "empty_unit"):
-        assert text == frame_csv(whole) == whole.to_csv(index=False)       # the rows written apart, joined
+        assert "".join(pieces) == frame_csv(whole) == whole.to_csv(index=False)       # the rows written apart
+        assert len(pieces) == 1 + len(tables) - (case == "empty_unit")       # header, then each unit with rows
     else:
-        assert text is None                          # another column set or type: the joined table is written
+        assert pieces is None                        # another column set or type: the joined table is written
 
 
 def test_report_columns_put_the_verdict_first():

@@ -84,6 +84,21 @@ def test_emit_refuses_to_overwrite_without_force_and_writes_atomically(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+def test_a_renderer_that_gives_pieces_is_written_as_their_text(tmp_path, capsys, monkeypatch):
+    """A renderer may give its text as pieces (a comparison's CSV: a header and each unit's rows); render joins
+    them, emit writes them one after the other to a file or stdout: the same text, pieces of any size."""
+    monkeypatch.setattr("workbench.fileio._TEXT_PIECE", 3)                  # pieces cut across the write size
+    pieces = ["a,b\n", "1,é\n2,x\n", "", "3,\u00fc" * 4 + "\n"]
+    result = _result()
+    result.renderers["csv"] = lambda _result: pieces
+    assert render(result, "csv") == "".join(pieces)
+    emit(result, "csv", tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_bytes() == "".join(pieces).encode()
+    capsys.readouterr()
+    emit(result, "csv")
+    assert capsys.readouterr().out == "".join(pieces)
+
+
 def test_terminal_table_shows_summary_and_truncates_long_tables(capsys):
     from rich.console import Console
 

@@ -197,11 +197,13 @@ def atomic_path(path: Path | str, fsync: bool = False, suffix: str = ".part") ->
         yield output.temporary
 
 
-def write_text(path: Path | str, text: str, fsync: bool = False) -> Path:
-    """``text`` written in 1 MiB pieces: encoding a report of tens of MB at once would hold a second copy."""
+def write_text(path: Path | str, text: str | list[str], fsync: bool = False) -> Path:
+    """``text`` (or its pieces, one after the other) written in 1 MiB pieces: encoding a report of tens of MB at
+    once would hold a second copy."""
     with atomic_file(path, text=True, fsync=fsync) as handle:
-        for start in range(0, len(text), _TEXT_PIECE):
-            handle.write(text[start:start + _TEXT_PIECE])
+        for piece in [text] if isinstance(text, str) else text:
+            for start in range(0, len(piece), _TEXT_PIECE):
+                handle.write(piece[start:start + _TEXT_PIECE])
     return Path(path)
 
 

@@ -79,9 +79,9 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
     totals = [sum(r.sizes[side] for r in results) for side in (0, 1)]          # rows of the units compared
     result = compare_result(Matching(evaluated, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals,
                             found=joined_digests([r.digest for r in results]))
-    text = joined_csv(result.main_table, [r.csv for r in results]) if csv else None
-    if text is not None:
-        result.renderers["csv"] = lambda _result: text
+    pieces = joined_csv(result.main_table, [r.csv for r in results]) if csv else None
+    if pieces is not None:
+        result.renderers["csv"] = lambda _result: pieces
     formats = {side: next((r.formats[side] for r in results if r.formats[side]), None) for side in ("A", "B")}
     notes = list(dict.fromkeys(note for r in results for note in r.notes))
     result.notes += notes + ([f"part {part[0]} of {part[1]}: units {units}; join the parts with "

@@ -6,10 +6,10 @@ totals: :mod:`.compare_result`) and, when the report is CSV, the text of its row
 - :func:`joined`: the units' tables as ``pd.concat(frames, ignore_index=True)`` gives them, column by column with
   numpy when every table has the same columns of the same types (``pd.concat`` checks each object column that is
   all missing in some unit value by value: half a second on 72k pairs);
-- :func:`joined_csv`: the report's CSV as one header and the units' rows in unit order. A row's CSV text depends
-  on the row and its columns' types only (:func:`workbench.report.csv_text.frame_csv`), so it is used when every
-  unit that has rows has the joined table's columns with the joined table's types; otherwise the joined table is
-  written whole. ``tests/test_compare_units.py`` holds both to the straightforward path.
+- :func:`joined_csv`: the report's CSV as one header and the units' rows in unit order, left in pieces. A row's CSV
+  text depends on the row and its columns' types only (:func:`workbench.report.csv_text.frame_csv`), so it is used
+  when every unit that has rows has the joined table's columns with the joined table's types; otherwise the joined
+  table is written whole. ``tests/test_compare_units.py`` holds both to the straightforward path.
 """
 from __future__ import annotations
 
@@ -51,12 +51,14 @@ def unit_csv(detail) -> tuple[str, list, list]:
     return frame_csv(detail, header=False), list(detail.columns), list(detail.dtypes)
 
 
-def joined_csv(detail, parts: list[tuple[str, list, list]]) -> str | None:
-    """The CSV text of ``detail`` (the joined units' table) from the units' :func:`unit_csv` in unit order, or
-    None when some unit with rows was written with other columns or types than ``detail`` has."""
+def joined_csv(detail, parts: list[tuple[str, list, list]]) -> list[str] | None:
+    """The CSV text of ``detail`` (the joined units' table) from the units' :func:`unit_csv` in unit order, as
+    its pieces (the header, then each unit's rows: the report writes them one after the other, not joined into
+    one more copy first), or None when some unit with rows was written with other columns or types than
+    ``detail`` has."""
     from ..report.csv_text import frame_csv
 
     columns, types = list(detail.columns), list(detail.dtypes)
     if any(text and (names != columns or kinds != types) for text, names, kinds in parts):
         return None
-    return frame_csv(detail.iloc[:0]) + "".join(text for text, _, _ in parts)
+    return [frame_csv(detail.iloc[:0]), *(text for text, _, _ in parts if text)]

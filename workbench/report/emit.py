@@ -39,6 +39,14 @@ def choose_format(requested: str | None, out: Path | None, allowed: tuple[str, .
 
 def render(result: Result, output_format: str) -> str | bytes:
     """The result in one format (text, or bytes for xlsx)."""
+    content = _rendered(result, output_format)
+    return "".join(content) if isinstance(content, list) else content
+
+
+def _rendered(result: Result, output_format: str) -> str | bytes | list[str]:
+    """:func:`render`, where a result's own renderer may give its text as a list of pieces (a comparison's CSV:
+    a header and each unit's rows), which :func:`emit` writes one after the other instead of joining them into
+    one more copy of tens of MB first."""
     if output_format in result.renderers:
         return result.renderers[output_format](result)
     if output_format == "json":
@@ -76,18 +84,18 @@ def emit(result: Result, output_format: str | None = None, out: Path | str | Non
             from .terminal import print_result
             print_result(result, console=console)
         return result.exit_code
-    content = render(result, output_format)
+    content = _rendered(result, output_format)
     if out is None:
         if isinstance(content, bytes):
             raise InputError("--format xlsx", "a workbook cannot go to the terminal", "pass --out FILE.xlsx")
-        sys.stdout.write(content)
+        sys.stdout.writelines([content] if isinstance(content, str) else content)
     else:
         write_output(out, content)
         print(f"wrote {out}", file=sys.stderr)
     return result.exit_code
 
 
-def write_output(path: Path, content: str | bytes) -> None:
+def write_output(path: Path, content: str | bytes | list[str]) -> None:
     from ..fileio import write_bytes, write_text
 
     if isinstance(content, bytes):
