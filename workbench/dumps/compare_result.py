@@ -57,7 +57,8 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     differing = _differing_from_the_start(evaluated) if first is None else None
     if differing:
         summary.insert(1, differing)
-    detail = evaluated[detail_columns(evaluated.columns)]
+    columns = detail_columns(evaluated.columns)
+    detail = evaluated if list(evaluated.columns) == columns else evaluated[columns]   # units order theirs
     unmatched_view = unmatched.copy(deep=False)            # the same columns, status added: no copy of the rows
     unmatched_view["status"] = "unmatched"
     verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing and not differing.startswith("note") else "PASS"
