@@ -4,6 +4,7 @@ as one-line errors."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -109,3 +110,15 @@ def test_logits_through_the_command_name_the_first_failing_token(capsys, tmp_pat
     assert (code, document["schema"], document["facts"]["first_failing_token"]) == (1, "workbench.logits/1", 5)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "--logits" in one_line(capsys, str(tmp_path / "ref.npy"), str(tmp_path / "cand.npy"), "--plot", str(plot))
+
+
+def test_compare_asks_openblas_for_one_thread_unless_the_user_chose(tmp_path, monkeypatch, capsys):
+    """OpenBLAS's helper threads only spin in a comparison (no matrix algebra): compare asks for one before numpy's
+    first import in a fresh process; a number the user set stays."""
+    for chosen, expected in ((None, "1"), ("4", "4")):
+        if chosen is None:
+            monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OPENBLAS_NUM_THREADS", chosen)
+        assert main(["compare", str(tmp_path / "a")]) == 2                 # one dump: an error, after the request
+        assert os.environ["OPENBLAS_NUM_THREADS"] == expected

@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _one_blas_thread()
     from ..errors import InputError
     from ..report.emit import emit
     from .outputs import check_outputs
@@ -75,3 +76,13 @@ def run(args: argparse.Namespace) -> int:
     options = CompareOptions(arch=args.arch, mapping=args.mapping, noise=args.noise, rank=args.rank, step=args.step,
                              workers=args.workers, part=args.part, output_format=choose_format(args.format, args.out))
     return emit(compare_dumps(*inputs, options), args.format, args.out, args.force)
+
+
+def _one_blas_thread() -> None:
+    """OpenBLAS, when numpy is first imported, starts a thread per core that spins waiting for work (~0.1 s of
+    CPU in the parent's serial start, on the core that a ``--workers`` process needs, and again in the parent of
+    every run). A comparison does no matrix algebra (elementwise numpy, a few vector dot products), so one
+    thread, unless the user chose otherwise; too late, and harmless, when numpy is already imported."""
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
