@@ -122,3 +122,12 @@ def test_compare_asks_openblas_for_one_thread_unless_the_user_chose(tmp_path, mo
             monkeypatch.setenv("OPENBLAS_NUM_THREADS", chosen)
         assert main(["compare", str(tmp_path / "a")]) == 2                 # one dump: an error, after the request
         assert os.environ["OPENBLAS_NUM_THREADS"] == expected
+
+
+def test_an_unknown_arch_is_the_same_note_with_the_pool(capsys, tmp_path):
+    """The parent loads the specs before the pool forks; a bad --arch still reaches the units, which say so."""
+    a, b = dump_tree(tmp_path, "pytorch", ranks=2), dump_tree(tmp_path, "mindspore", ranks=2)
+    found = {workers: report(capsys, str(a), str(b), "--arch", "no_such_arch", "--workers", workers)
+             for workers in ("1", "2")}
+    assert found["1"] == found["2"]
+    assert any("no_such_arch" in note for note in found["2"][1]["notes"])

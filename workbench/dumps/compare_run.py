@@ -71,6 +71,7 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
             for unit in units]
     if options.workers > 1 and len(jobs) > 1:
         _import_unit_modules()
+        _load_unit_knowledge(options.arch)
     results = run_units(compare_unit, jobs, options.workers)
     if not results:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
@@ -100,6 +101,23 @@ def _import_unit_modules() -> None:
     from ..report import csv_text  # noqa: F401
     from ..spec import module_keys, modules  # noqa: F401
     from . import readers_msprobe, verdict  # noqa: F401
+
+
+def _load_unit_knowledge(arch: str | None) -> None:
+    """What every unit loads and keeps (the specs' module templates that format detection tries, the operator
+    table, the compiled dump scanner), loaded once in the parent before the pool forks: otherwise each worker
+    loads it again before its first unit, CPU that only ``--workers`` pays, while the other workers need the
+    cores. A bad ``--arch`` or knowledge file is left to the units, which report it as without the pool."""
+    from ..native import library
+    from ..spec.modules import module_fits
+    from .match_ops import load_operators
+
+    library("dumpscan")
+    for load in (lambda: module_fits([], [arch] if arch else None), load_operators):
+        try:
+            load()
+        except InputError:
+            pass
 
 
 def _unit_sources(path: Path | str, side: str, options: CompareOptions) -> dict:
