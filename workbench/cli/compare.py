@@ -82,7 +82,10 @@ def _one_blas_thread() -> None:
     """OpenBLAS, when numpy is first imported, starts a thread per core that spins waiting for work (~0.1 s of
     CPU in the parent's serial start, on the core that a ``--workers`` process needs, and again in the parent of
     every run). A comparison does no matrix algebra (elementwise numpy, a few vector dot products), so one
-    thread, unless the user chose otherwise; too late, and harmless, when numpy is already imported."""
+    thread, unless the user chose otherwise. Only in a process that has not imported numpy yet (the command line):
+    later it would change nothing here and only leak into the caller's child processes."""
     import os
+    import sys
 
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
