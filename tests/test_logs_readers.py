@@ -194,6 +194,26 @@ def test_param_groups_name_the_block_and_bad_groups_are_a_note(tmp_path):
         assert any(f"{path}:1 [Param groups]" in note and "names not taken" in note for note in got.notes)
 
 
+def test_param_groups_of_the_wrong_shape_or_count_are_a_note_and_a_later_bad_block_keeps_the_order(tmp_path):
+    prefix = "2025-01-01 12:00:00,000 - mindformers./output/log[m/optimizer_grouped_parameters.py:181] - INFO - "
+    good = prefix + 'Param groups = {"decay": {"params": ["a.weight", "b.weight", "a.bias"]}}'
+    block = block_log(tmp_path, np.float32([1, 2, 3]), sizes=[4, 4, 2]).read_text()
+    for name, line in (("group_list", '{"decay": ["a.weight"]}'), ("numbers", '{"decay": {"params": [1, 2, 3]}}'),
+                       ("no_params", '{"decay": {"weight_decay": 0.1}}')):
+        got = read_log(write(tmp_path, f"{name}.log", [prefix + "Param groups = " + line, block]))
+        assert got.param_order is None and set(got.local_norms["param"]) == {""}
+        assert any("expected {group: {'params': [name, ...]}}" in note for note in got.notes), name
+    short = write(tmp_path, "short.log", [prefix + 'Param groups = {"decay": {"params": ["a.weight"]}}', block])
+    got = read_log(short)
+    assert got.param_order == ["a.weight"] and set(got.local_norms["param"]) == {""}
+    assert any("lists 1 parameters but norm_size lists 3" in note for note in got.notes)
+    later = write(tmp_path, "later.log", [good, prefix + 'Param groups = {"x": 1}', block])
+    got = read_log(later)
+    assert got.param_order == ["a.weight", "b.weight", "a.bias"]
+    assert got.local_norms["param"].tolist() == ["a.weight", "b.weight", "a.bias"]
+    assert any(f"{later}:2 [Param groups]" in note for note in got.notes)
+
+
 # ------------------------------------------------------------- hostile bytes -------------------
 
 def test_truncated_lines_lose_only_their_cut_field(tmp_path):

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, location
-from ..input_files import parse_json
 from .fastnum import batch_floats
 from .formats import LogFormat
 from .lines import bad_bytes_note, chunks, spans, text
+from .mindformers_groups import JSON_CONTINUATION, MAX_GROUP_LINES, name_blocks, param_order
 from .mindformers_scan import ARRAY_START
 from .mindformers_scan import scan as _scan
 from .norm_rows import NormBlock, norm_frame, recent_count
@@ -36,9 +36,6 @@ from .values import floats, mean_part, number, parse_joined
 STEP_LINE = re.compile(r"Epoch:\[\s*(\d{1,9})/\s*(\d{1,9})\],\s*step:\[\s*(\d{1,12})/\s*(\d{1,12})\](,?)\s*(.*)$")
 MONITOR_TAG = re.compile(r"^(\S+?):\s*(\S+)\s*$")
 RANK_DIR = re.compile(r"(?:^|/)rank_(\d{1,18})(?:/|$)")     # int64 ranks only (lines.RANK_PREFIX)
-MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
-MAX_JSON_DEPTH = 32
-JSON_CONTINUATION = (b" ", b"\t", b"}", b"]", b'"')
 
 
 class _State:
@@ -177,30 +174,11 @@ def _parse_batch(state: _State) -> None:
 def _groups_done(state: _State) -> None:
     first, body, _ = state.groups
     state.groups = None
-    where = location(state.path, first, "Param groups")
-    try:
-        data = parse_json("\n".join(body), where, max_depth=MAX_JSON_DEPTH, what="Param groups JSON")
-    except InputError as error:
-        state.notes.append(f"{error}: parameter names not taken from it")
-        return
-    order = _param_order(data)
-    if order is None:
-        state.notes.append(f"{where}: expected {{group: {{'params': [name, ...]}}}}: parameter names not taken "
-                           "from it")
-        return
-    state.param_order = order
-
-
-def _param_order(data) -> list[str] | None:
-    if not isinstance(data, dict):
-        return None
-    order = []
-    for group in data.values():
-        names = group.get("params") if isinstance(group, dict) else None
-        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-            return None
-        order += names
-    return order
+    order, note = param_order(body, location(state.path, first, "Param groups"))
+    if note is None:
+        state.param_order = order
+    else:
+        state.notes.append(note)
 
 
 def _line(state: _State, raw: bytes, number_: int) -> None:
@@ -303,19 +281,6 @@ def _result(state: _State) -> LogSeries:
     order = state.param_order
     if order is not None:
         facts["param_groups"] = len(order)
-        _name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
+        name_blocks(norms, order, state.block_lengths, notes, state.fmt.extra.get("block_definition", "sum_sq_step"))
     series = typed_frame(state.series, SERIES_COLUMNS) if state.native is None else state.native.series(state)
     return LogSeries(str(state.path), "mindformers", series, norms, facts, notes, order)
-
-
-def _name_blocks(norms, order: list[str], lengths: set[int], notes: list[str], definition: str) -> None:
-    """Names from the Param groups block onto the local_norm blocks, when norm_size agrees."""
-    rows = norms["definition"] == definition
-    if not rows.any():
-        return
-    if lengths != {len(order)}:
-        notes.append(f"Param groups lists {len(order)} parameters but norm_size lists "
-                     f"{', '.join(map(str, sorted(lengths)))}: names not attached (is the log from the same run?)")
-        return
-    norms.loc[rows, "param"] = [order[position] for position in norms.loc[rows, "position"]]
-    notes.append(f"local_norm names from the Param groups block ({len(order)} parameters, optimizer order)")
