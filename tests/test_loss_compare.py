@@ -47,6 +47,20 @@ def test_a_systematic_offset_from_step_81_is_biased_and_diverges_there():
     assert status["step 1 relative difference"] == "PASS" and result.exit_code == 1
 
 
+def test_a_steady_sign_inside_the_band_times_its_margin_is_not_bias():
+    """Two fp32 implementations differ by their rounding, often with a steady sign: the bias check fails only
+    beyond the noise band times its margin, the same limit the divergence test uses."""
+    reference, rerun = noisy(0, scale=1e-6), noisy(2, scale=1e-6)
+    band = np.nanmedian(noise.noise_band(reference, [rerun], LossThresholds().band_window))
+    for factor, margin, expected in ((2.0, 4.0, "PASS"), (2.0, 1.0, "FAIL"), (8.0, 4.0, "FAIL")):
+        candidate = reference * (1 - factor * band)           # below the reference at every step
+        result = compare_loss(series("a.log", reference), series("b.log", candidate), [series("a2.log", rerun)],
+                              thresholds=LossThresholds(band_margin=margin))
+        assert checks(result)["bias (sign test)"] == expected, (factor, margin)
+        assert "below the reference at 200 of 200 steps" in result.tables["checks"].set_index("check").loc[
+            "bias (sign test)", "detail"]
+
+
 def test_step_one_bar_is_configurable_and_quoted():
     reference, candidate = series("a.log", [10.0, 9.0, 8.0]), series("b.log", [10.002, 9.0, 8.0])
     loose = compare_loss(reference, candidate)
