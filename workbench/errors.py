@@ -5,7 +5,7 @@ exits with code 2; ``--debug`` shows the traceback instead.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 
@@ -29,6 +29,11 @@ class InputError(Exception):
         if self.fix:
             text += f" ({clip(self.fix)})"
         return " ".join(text.splitlines())          # one line, whatever the input held
+
+    def __reduce__(self):
+        """Pickled by its fields (a worker process's error reaches the parent whole), not by ``args``,
+        which holds only the message."""
+        return type(self), tuple(getattr(self, field.name) for field in fields(self))
 
 
 MAX_PIECE = 300

@@ -1,17 +1,16 @@
 """Ranks and steps are independent units of a dump comparison: split, fan out, select a part.
 
-``--workers N`` runs the units in a process pool (each unit's two tables travel pickled; a unit's work
+``--workers N`` runs the units in worker processes (:mod:`workbench.process_pool`; a unit's work
 is matching and verdicts, CPU-bound); ``--part i/n`` keeps every n-th unit starting at the i-th (1-based),
 so a cluster launcher (Slurm array, torchrun) can fan one comparison out and ``workbench compare merge``
 joins the parts' JSON reports.
 """
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable
 
 from ..errors import InputError
+from ..process_pool import map_in_processes
 
 Unit = tuple[int, int]          # (step, rank)
 
@@ -61,23 +60,4 @@ def run_units(function: Callable, jobs: Iterable[tuple], workers: int = 1) -> li
         raise InputError("--workers", f"expected a positive number, found {workers}", "e.g. --workers 4")
     if workers == 1 or len(jobs) <= 1:
         return [function(*job) for job in jobs]
-    before = set(multiprocessing.active_children())
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)))
-    started: set = set()
-    try:
-        results = pool.map(function, *zip(*jobs, strict=True))      # every job submitted: the workers exist
-        started = set(multiprocessing.active_children()) - before
-        return list(results)
-    except BaseException:
-        _stop(pool, started)
-        raise
-    finally:
-        pool.shutdown(wait=True)
-
-
-def _stop(pool: ProcessPoolExecutor, workers: set) -> None:
-    """A unit failed or the run was interrupted: the units not started are cancelled and the running ones
-    stopped, so the error (or Ctrl-C, SIGTERM) does not wait for every other unit to finish."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in workers:
-        process.terminate()
+    return map_in_processes(function, jobs, workers)
