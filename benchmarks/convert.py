@@ -7,8 +7,8 @@ interleaved rounds after one untimed warm-up round:
   workbench convert SRC out.safetensors --to mindformers  (safetensors)
   naive: load every tensor, then write them all           (what load-all-then-save converters do)
 Every HF -> MindFormers Llama tensor is a rename, so convert copies each stored byte range file to
-file (copy_file_range) instead of decoding it. Targets: each convert >= 80 % of cp throughput
-measured in the same run; peak RSS <= 2x the largest tensor + 300 MB.
+file (copy_file_range; a range shifted within its page through a 4 MiB buffer) instead of decoding it.
+Targets: each convert >= 80 % of cp throughput measured in the same run; peak RSS <= 2x the largest tensor + 300 MB.
 
 Fair to every contender: each writes to a path that does not exist yet (each output is removed right
 after its run, then ``sync``), as cp -r into a new folder does. Removing it at once also leaves the

@@ -9,6 +9,7 @@ import pytest
 
 from workbench import spec
 from workbench.cli.main import main
+from workbench.errors import InputError
 from workbench.tensors import mindspore_ckpt
 from workbench.tensors.base import TensorMeta
 from workbench.tensors.bytecopy import ALIGN_FROM, FOLIO, PAGE, chunk_length
@@ -150,6 +151,30 @@ def test_a_copy_split_at_the_boundary_writes_every_byte_where_it_belongs(tmp_pat
     (tmp_path / "source").write_bytes(data)
     with open(tmp_path / "out", "wb") as handle:
         handle.write(b"h" * 777)
-        bytecopy.copy_span(bytecopy.FileSpan(tmp_path / "source", 4321, len(data) - 4321), handle)
-    assert (tmp_path / "out").read_bytes() == b"h" * 777 + data[4321:]
+        bytecopy.copy_span(bytecopy.FileSpan(tmp_path / "source", PAGE + 777, len(data) - PAGE - 777), handle)
+    assert (tmp_path / "out").read_bytes() == b"h" * 777 + data[PAGE + 777:]
     assert [position for _, position, _ in calls] == [777, FOLIO]        # head, then the bulk from the boundary
+
+
+def test_a_range_shifted_within_its_page_goes_through_the_buffer_not_the_kernel_copy(tmp_path, monkeypatch):
+    """Residues that differ: read and written in BUFFER pieces (here 4 KiB, so many), every byte at its place;
+    the kernel copy (twice as slow on a shifted range) is not called."""
+    from workbench.tensors import bytecopy
+
+    monkeypatch.setattr(bytecopy, "BUFFER", PAGE)
+    monkeypatch.setattr(bytecopy, "_copy_file_range", lambda *args: pytest.fail("copy_file_range on a shifted range"))
+    data = np.random.default_rng(2).integers(0, 256, 10 * PAGE + 123, dtype=np.uint8).tobytes()
+    (tmp_path / "source").write_bytes(data)
+    with open(tmp_path / "out", "wb") as handle:
+        handle.write(b"h" * 8)
+        bytecopy.copy_span(bytecopy.FileSpan(tmp_path / "source", 100, len(data) - 100), handle)
+        handle.write(b"t")
+    assert (tmp_path / "out").read_bytes() == b"h" * 8 + data[100:] + b"t"
+
+
+def test_a_shifted_range_past_the_end_of_a_shrunk_source_is_one_error(tmp_path):
+    from workbench.tensors import bytecopy
+
+    (tmp_path / "source").write_bytes(b"x" * 5000)
+    with open(tmp_path / "out", "wb") as handle, pytest.raises(InputError, match="the file shrank"):
+        bytecopy.copy_span(bytecopy.FileSpan(tmp_path / "source", 10, 8000), handle)

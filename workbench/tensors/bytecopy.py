@@ -16,6 +16,12 @@ calls, its head up to the next :data:`FOLIO` boundary of the output and its bulk
 (:func:`chunk_length`): the kernel fills the output's page cache with large pages only from such a
 boundary on, and a range that starts between them costs ~20 % more kernel time throughout (Linux 6.18,
 ext4: a 2 GiB ``.ckpt`` 0.94-1.12 s of system time in one call per tensor, 0.78-0.89 s in two).
+
+A range whose residues differ (a safetensors output from a sharded source: one header, so only one
+source shard's residue can be matched) is read into a :data:`BUFFER` of user memory and written from it
+instead: the kernel's copy of a shifted range costs twice an aligned one, a read and a write through a
+buffer that stays in the CPU's caches about 1.2 times (Linux 6.18, ext4, 512 MiB from a hot page cache:
+copy_file_range 0.16 s aligned, 0.37 s shifted 8 bytes; pread + pwrite of 4 MiB pieces 0.19 s shifted).
 """
 from __future__ import annotations
 
@@ -30,7 +36,8 @@ if TYPE_CHECKING:
 
 from ..errors import InputError
 
-CHUNK = 16 * 2**20
+CHUNK = 16 * 2**20     # the pieces of a copy to a pipe or device (written in order)
+BUFFER = 4 * 2**20     # the pieces of a shifted range: 1-4 MiB stay in the CPU's caches (16 MiB costs 15 % more)
 PAGE = 4096            # the usual page size; a fixed value keeps the output bytes the same on every machine
 ALIGN_FROM = 1 << 20   # ranges shorter than this are not worth padding for (the gain is per byte, the pad per range)
 FOLIO = 2 << 20        # the largest page-cache page on x86-64 (a PMD): where a long copy's bulk starts in the output
@@ -100,6 +107,8 @@ def _append(source: int, handle, offset: int, length: int) -> int:
 
 def _copy(source: int, target: int, offset: int, position: int, length: int) -> int:
     """Bytes copied, each chunk by the first of copy_file_range / sendfile / pread+pwrite that works here."""
+    if (offset - position) % PAGE:
+        return _buffered(source, target, offset, position, length)
     ways = [_copy_file_range, _sendfile, _read_write]
     done = 0
     while done < length:
@@ -143,3 +152,18 @@ def _read_write(source: int, target: int, offset: int, position: int, length: in
     while written < len(view):
         written += os.pwrite(target, view[written:], position + written)
     return written
+
+
+def _buffered(source: int, target: int, offset: int, position: int, length: int) -> int:
+    """Bytes copied through one reused :data:`BUFFER`: the way for a range whose page residues differ."""
+    buffer = memoryview(bytearray(min(BUFFER, length)))
+    done = 0
+    while done < length:
+        count = os.preadv(source, [buffer[:min(len(buffer), length - done)]], offset + done)
+        if count == 0:                                     # end of the source file
+            break
+        written = 0
+        while written < count:
+            written += os.pwrite(target, buffer[written:count], position + done + written)
+        done += count
+    return done
