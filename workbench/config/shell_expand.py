@@ -21,7 +21,8 @@ from typing import Mapping, Sequence
 
 from ..errors import InputError, location
 from ..input_files import describe_size
-from .shell_lexer import ASSIGN, Lexer, Rich, join
+from .shell_lexer import ASSIGN, Lexer
+from .shell_text import Rich, join
 
 VALUE_LIMIT = 1024 * 1024
 """Longest value one expansion may build (1 Mi characters); launch-script values are < 10 KiB."""

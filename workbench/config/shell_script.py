@@ -29,7 +29,8 @@ from workbench.errors import InputError, location
 
 from .shell_expand import Expander
 from .shell_if import IfBlock, evaluate_test
-from .shell_lexer import Lexer, Token, is_assignment, plain_word
+from .shell_lexer import Lexer, is_assignment, plain_word
+from .shell_text import Token
 
 __all__ = ["LaunchCommand", "SCRIPT_LIMIT", "Token", "parse_launch_script"]
 
