@@ -59,7 +59,7 @@ writer.finish()
 def write_synthetic_llama(folder: Path, layers: int, hidden: int, ffn: int, vocab: int, heads: int) -> int:
     """Sharded HF safetensors + config.json, one tensor in memory at a time. Returns the largest tensor's bytes."""
     from workbench.tensors.base import TensorMeta
-    from workbench.tensors.safetensors_io import SafetensorsSink
+    from workbench.tensors.safetensors_write import SafetensorsSink
 
     shapes = {"model.embed_tokens.weight": (vocab, hidden)}
     for i in range(layers):

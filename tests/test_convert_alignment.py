@@ -15,7 +15,8 @@ from workbench.tensors.base import TensorMeta
 from workbench.tensors.bytecopy import ALIGN_FROM, FOLIO, PAGE, chunk_length
 from workbench.tensors.mindspore_ckpt import padding_record
 from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
-from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource, build_header
+from workbench.tensors.safetensors_io import SafetensorsSource
+from workbench.tensors.safetensors_write import SafetensorsSink, build_header
 
 # embedding and output layer are vocab x hidden fp32 = exactly ALIGN_FROM bytes; the rest is smaller
 SIZES = dict(num_layers=1, hidden=128, vocab=ALIGN_FROM // 512, num_heads=4, num_kv_heads=2, head_dim=32, ffn=256)

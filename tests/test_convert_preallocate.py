@@ -13,9 +13,10 @@ from test_convert_safety import hf_llama
 from workbench.cli.main import main
 from workbench.blocks import reserve_blocks
 from workbench.fileio import PREALLOCATE_FROM, AtomicFile
-from workbench.tensors import mindspore_ckpt, safetensors_io
+from workbench.tensors import mindspore_ckpt, safetensors_write
 from workbench.tensors.bytecopy import FileSpan
-from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
+from workbench.tensors.safetensors_io import SafetensorsSource
+from workbench.tensors.safetensors_write import SafetensorsSink
 
 MIB = 2**20
 
@@ -44,7 +45,7 @@ def reservations(tmp_path, monkeypatch):
         return reserved
 
     monkeypatch.setattr(AtomicFile, "reserve", recorded)
-    for module in (safetensors_io, mindspore_ckpt):
+    for module in (safetensors_write, mindspore_ckpt):
         monkeypatch.setattr(module, "PREALLOCATE_FROM", 1)
     return calls
 
@@ -96,7 +97,7 @@ def test_a_byte_copied_conversion_reserves_its_blocks_and_writes_exactly_its_byt
     # safetensors knows its exact size; the .ckpt reserves an upper bound (padding) and is cut to what it wrote
     assert reservations[0][0] == size if suffix == ".safetensors" else reservations[0][0] >= size
     assert reserved_out.stat().st_blocks * 512 < size + MIB
-    for module in (safetensors_io, mindspore_ckpt):
+    for module in (safetensors_write, mindspore_ckpt):
         monkeypatch.setattr(module, "PREALLOCATE_FROM", 2**62)
     plain_out = tmp_path / f"plain{suffix}"
     assert main(["convert", str(source), str(plain_out), "--to", "mindformers"]) == 0

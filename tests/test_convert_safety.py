@@ -16,7 +16,8 @@ from workbench.convert import run as run_module
 from workbench.errors import InputError
 from workbench.tensors import mindspore_ckpt, mindspore_ckpt_read
 from workbench.tensors.bytecopy import FileSpan, _read_write, _sendfile, copy_span
-from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
+from workbench.tensors.safetensors_io import SafetensorsSource
+from workbench.tensors.safetensors_write import SafetensorsSink
 
 SIZES = dict(num_layers=2, hidden=16, vocab=40, num_heads=4, num_kv_heads=2, head_dim=4, ffn=24)
 HF_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 16, "intermediate_size": 24,

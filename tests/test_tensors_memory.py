@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from workbench.tensors.base import TensorMeta
-from workbench.tensors.safetensors_io import build_header
+from workbench.tensors.safetensors_write import build_header
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024

@@ -13,7 +13,8 @@ from workbench.tensors.base import TensorMeta
 from workbench.tensors.mindspore_ckpt import MindSporeCkptWriter
 from workbench.tensors.mindspore_ckpt_read import MindSporeCkptSource
 from workbench.tensors.open import open_sink, open_source
-from workbench.tensors.safetensors_io import SafetensorsSink, SafetensorsSource
+from workbench.tensors.safetensors_io import SafetensorsSource
+from workbench.tensors.safetensors_write import SafetensorsSink
 
 ARRAYS = {"a.weight": np.arange(12, dtype=np.float32).reshape(3, 4), "b.bias": np.array([1, 2, 3], np.uint16)}
 METAS = [TensorMeta("a.weight", (3, 4), "fp32"), TensorMeta("b.bias", (3,), "bf16")]

@@ -9,7 +9,8 @@ import pytest
 
 from workbench.errors import InputError
 from workbench.tensors.base import STORAGE, TensorMeta, bf16_bits_to_fp32
-from workbench.tensors.safetensors_io import INDEX_FILE, SafetensorsSink, SafetensorsSource, build_header
+from workbench.tensors.safetensors_io import INDEX_FILE, SafetensorsSource
+from workbench.tensors.safetensors_write import SafetensorsSink, build_header
 
 
 def sample(seed: int = 0, with_bf16: bool = True) -> dict[str, tuple[str, np.ndarray]]:

@@ -27,7 +27,8 @@ from ..tensors.base import TensorMeta
 from ..fileio import folder_mode
 from ..temporaries import forget, new_temporary
 from ..tensors.open import DEFAULT_SHARD_BYTES
-from ..tensors.safetensors_io import SINGLE_FILE, SafetensorsSink
+from ..tensors.safetensors_io import SINGLE_FILE
+from ..tensors.safetensors_write import SafetensorsSink
 
 CONFIG_FILE = "config.json"
 

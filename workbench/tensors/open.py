@@ -145,7 +145,7 @@ def open_sink(path: Path | str, metas: list[TensorMeta], fmt: str | None = None,
     if chosen == "ckpt":
         from .mindspore_ckpt import MindSporeCkptWriter
         return MindSporeCkptWriter(path, metas, copied=aligned_to or ())
-    from .safetensors_io import SafetensorsSink
+    from .safetensors_write import SafetensorsSink
     metadata = {"format": "pt"} if metadata is None else metadata      # what transformers expects; MindSpore ignores
     if chosen == "safetensors":
         return SafetensorsSink(path, metas, metadata=metadata, aligned_to=aligned_to)
