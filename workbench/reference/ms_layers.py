@@ -33,7 +33,7 @@ def resolve_precision(precision: PrecisionConfig) -> tuple[dict, list[str]]:
 
 def accelerator_matmul(a, b):
     """``a @ b`` on fp16/bf16 operands as the Ascend Cube unit computes it: products accumulated in fp32, the
-    result rounded once to the operands' dtype (the torch side's ``torch_model.accelerator_matmul``)."""
+    result rounded once to the operands' dtype (the torch side's ``torch_layers.accelerator_matmul``)."""
     if a.dtype == ms.float32:
         return ops.matmul(a, b)
     return ops.cast(ops.matmul(ops.cast(a, ms.float32), ops.cast(b, ms.float32)), a.dtype)
