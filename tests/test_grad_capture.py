@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the capture hooks into a torch trai
 
 from workbench.cli.main import main  # noqa: E402
 from workbench.errors import InputError  # noqa: E402
-from workbench.reference.megatron_io import shard_tensor_parallel, split_pipeline  # noqa: E402
+from workbench.reference.megatron_parallel import shard_tensor_parallel, split_pipeline  # noqa: E402
 from workbench.reference.layouts import split_grouped_qkv  # noqa: E402
 from workbench.reference.config import ModelConfig, PrecisionConfig, TrainConfig, synthetic_batches  # noqa: E402
 from workbench.reference.torch_model import build_model, loss_fn  # noqa: E402

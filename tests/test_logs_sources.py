@@ -95,7 +95,7 @@ def _reference_tensors():
 
 @pytest.mark.parametrize(("tensor_parallel", "pipeline_parallel"), [(1, 1), (2, 1), (2, 2)])
 def test_wgrads_shards_merge_to_the_full_sums_of_squares(tmp_path, tensor_parallel, pipeline_parallel):
-    from workbench.reference.megatron_io import shard_tensor_parallel, split_pipeline
+    from workbench.reference.megatron_parallel import shard_tensor_parallel, split_pipeline
 
     model_config, tensors = _reference_tensors()
     folder = tmp_path / "wgrads" / "iter_0000001"

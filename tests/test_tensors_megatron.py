@@ -14,7 +14,8 @@ from checkpoint_merge import merge_megatron_legacy  # noqa: E402
 
 from workbench.errors import InputError  # noqa: E402
 from workbench.reference.config import ModelConfig, PrecisionConfig  # noqa: E402
-from workbench.reference.megatron_io import save_megatron_legacy, shard_columns, shard_gate_up  # noqa: E402
+from workbench.reference.megatron_io import save_megatron_legacy  # noqa: E402
+from workbench.reference.megatron_parallel import shard_columns, shard_gate_up  # noqa: E402
 from workbench.reference.torch_model import build_model  # noqa: E402
 from workbench.tensors import megatron_ranks  # noqa: E402
 from workbench.tensors.megatron_legacy import MegatronLegacySource, MegatronObject  # noqa: E402

@@ -12,7 +12,8 @@ from workbench.cli.main import main  # noqa: E402
 from workbench.errors import InputError  # noqa: E402
 from workbench.reference.config import ModelConfig, PrecisionConfig, synthetic_batches  # noqa: E402
 from workbench.reference.layouts import split_grouped_qkv  # noqa: E402
-from workbench.reference.megatron_io import save_megatron_legacy, shard_tensor_parallel, split_pipeline  # noqa: E402
+from workbench.reference.megatron_io import save_megatron_legacy  # noqa: E402
+from workbench.reference.megatron_parallel import shard_tensor_parallel, split_pipeline  # noqa: E402
 from workbench.reference.torch_model import build_model, loss_fn  # noqa: E402
 from workbench.tensors.megatron_wgrads import MegatronCaptureSource  # noqa: E402
 from workbench.tensors.open import open_source  # noqa: E402
