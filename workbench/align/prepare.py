@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .prepare_keys import Request, Unsettable, setting_for
+from .prepare_fixes import audit_fixes, leftovers, side_settings
 from .prepare_runs import Run, RunCatalog, load_runs
 
 _ROUNDS = 6
@@ -33,7 +33,7 @@ class Prepared:
 
 
 @dataclass
-class _Context:
+class Context:
     runs: RunCatalog
     hardware: str                  # the Megatron side's: gpu | ascend
     mf_hardware: str
@@ -63,7 +63,7 @@ def prepare(megatron: Path | str, mindformers: Path | str, out: Path | str, *, l
     if original.megatron.form != "shell":
         raise InputError(str(megatron), f"is a Megatron {original.megatron.form}, not a launch script",
                          "pass the launch script (.sh) the runs start from")
-    ctx = _Context(load_runs(), original.megatron.value("runtime.hardware") or "gpu",
+    ctx = Context(load_runs(), original.megatron.value("runtime.hardware") or "gpu",
                    original.mindformers.value("runtime.hardware") or "ascend", original.mindformers.generation,
                    str(out.resolve()), layers, long_steps, keep_parallel, megatron, mindformers,
                    {"megatron": original.megatron, "mindformers": original.mindformers},
@@ -93,7 +93,7 @@ def _check_options(layers: int | None, long_steps: int, out: Path) -> None:
                          "choose a folder whose path has no spaces, quotes or shell characters")
 
 
-def _write_all(ctx: _Context, root: Path, out: Path) -> Prepared:
+def _write_all(ctx: Context, root: Path, out: Path) -> Prepared:
     from ..fileio import write_text
     from . import prepare_files as files
     from .plan import plan_text
@@ -126,7 +126,7 @@ def _write_all(ctx: _Context, root: Path, out: Path) -> Prepared:
     return Prepared(out, sorted(texts), planned, unresolved, changes)
 
 
-def _artifacts(ctx: _Context) -> dict[str, str]:
+def _artifacts(ctx: Context) -> dict[str, str]:
     from .prepare_files import ARTIFACT_PATHS, GPU_GRADS
 
     paths = dict(ARTIFACT_PATHS)
@@ -135,7 +135,7 @@ def _artifacts(ctx: _Context) -> dict[str, str]:
     return paths
 
 
-def _plan_runs(ctx: _Context) -> dict[str, Any]:
+def _plan_runs(ctx: Context) -> dict[str, Any]:
     from .prepare_files import log_path, script_path
 
     runs = {}
@@ -154,7 +154,7 @@ def _plan_runs(ctx: _Context) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ one run
-def _settings(ctx: _Context, run: Run) -> dict[str, Any]:
+def _settings(ctx: Context, run: Run) -> dict[str, Any]:
     """every_run, parallel_off (unless --keep-parallel), the `from:` run's settings, the run's own."""
     settings = dict(ctx.runs.every_run)
     if not ctx.keep_parallel:
@@ -168,7 +168,7 @@ def _settings(ctx: _Context, run: Run) -> dict[str, Any]:
     return settings
 
 
-def _prepare_run(ctx: _Context, run: Run, root: Path, texts: dict[str, str],
+def _prepare_run(ctx: Context, run: Run, root: Path, texts: dict[str, str],
                  changes: dict[str, int]) -> tuple[dict[str, str], list[str]]:
     """Both sides of one run: its settings, then the audit's fixes until none is left. A run of one side
     is prepared against the MindFormers side of its `from:` run, and only its own side is kept."""
@@ -178,19 +178,19 @@ def _prepare_run(ctx: _Context, run: Run, root: Path, texts: dict[str, str],
 
     settings = _settings(ctx, run)
     m_text, count_m = edit_megatron(ctx, read_text(ctx.megatron_input, what="launch script"), run,
-                                    _side_settings(ctx, settings, "megatron"), raw_megatron(ctx, run))
+                                    side_settings(ctx, settings, "megatron"), raw_megatron(ctx, run))
     f_text, count_f = edit_mindformers(ctx, read_text(ctx.mindformers_input, what="config"),
-                                       _side_settings(ctx, settings, "mindformers"),
+                                       side_settings(ctx, settings, "mindformers"),
                                        raw_mindformers(ctx, ctx.runs.runs.get(run.start, run)))
     m_text, f_text, report, counts = _align(ctx, run, root, m_text, f_text, settings)
     for side, text, count in (("megatron", m_text, count_m + counts[0]), ("mindformers", f_text, count_f + counts[1])):
         if side in run.sides:
             texts[script_path(side, run.name)] = text
             changes[script_path(side, run.name)] = count
-    return _leftovers(ctx, report, run)
+    return leftovers(ctx, report, run)
 
 
-def _align(ctx: _Context, run: Run, root: Path, m_text: str, f_text: str, settings: dict[str, Any]):
+def _align(ctx: Context, run: Run, root: Path, m_text: str, f_text: str, settings: dict[str, Any]):
     """Audit the staged pair and apply its fixes until the CheckList asks for nothing more."""
     from ..audit.engine import run_checklist
     from .prepare_edits import edit_megatron, edit_mindformers
@@ -202,7 +202,7 @@ def _align(ctx: _Context, run: Run, root: Path, m_text: str, f_text: str, settin
             _stage(staged_m, m_text)
             _stage(staged_f, f_text)
             report = run_checklist(staged_m, staged_f)
-            fixes = _fixes(ctx, report, settings)
+            fixes = audit_fixes(ctx, report, settings)
             if not fixes["megatron"] and not fixes["mindformers"]:
                 break
             if fixes["megatron"]:
@@ -220,96 +220,3 @@ def _align(ctx: _Context, run: Run, root: Path, m_text: str, f_text: str, settin
 def _stage(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-
-
-def _side_settings(ctx: _Context, settings: dict[str, Any], side: str) -> list[Request]:
-    """The settings a side can take (one fixed to another value is left to the audit, which says so)."""
-    requests = []
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            if side not in value:
-                continue
-            value = value[side]
-        if value is not None and _reads_as(ctx.inputs[side], key, value):
-            continue                                    # the input already says so (or its default does)
-        request = Request(key, value, _why(key, value))
-        if _probe(ctx, side, request):
-            requests.append(request)
-    return requests
-
-
-def _reads_as(config, key: str, value: Any) -> bool:
-    current = config.values.get(key)
-    return (current is not None and current.known and current.value == value
-            and isinstance(current.value, bool) == isinstance(value, bool))
-
-
-def _probe(ctx: _Context, side: str, request: Request) -> bool:
-    try:
-        setting_for(request.key, request.value, side, ctx.generation, _side_hardware(ctx, side), lambda name: False,
-                    ctx.runs.set_through, request.why)
-    except Unsettable as reason:
-        request.reason = str(reason)
-        return False
-    return True
-
-
-def _side_hardware(ctx: _Context, side: str) -> str:
-    return ctx.hardware if side == "megatron" else ctx.mf_hardware
-
-
-def _why(key: str, value: Any) -> str:
-    return f"{key} = {value!r} for alignment (datasets/align_runs.yaml)" if value is not None else \
-        f"{key} removed for alignment (datasets/align_runs.yaml)"
-
-
-def _fixes(ctx: _Context, report, settings: dict[str, Any]) -> dict[str, list[Request]]:
-    """Settings that move each value the CheckList still finds different to the reference's."""
-    from ..audit.rules import INFO, MISMATCH, RISK
-
-    fixes: dict[str, list[Request]] = {"megatron": [], "mindformers": []}
-    for item in report.items:   # INFO: parallel sizes differ (informational, issue 12): aligned here all the same
-        if item.verdict not in (MISMATCH, RISK, INFO) or item.id in ctx.runs.differences:
-            continue
-        for value_m, value_f in zip(item.megatron, item.mindformers, strict=True):
-            if not (value_m.known and value_f.known) or value_m.value == value_f.value or value_m.key in settings:
-                continue
-            for side, request in _fix_value(ctx, value_m.key, value_m.value, value_f.value, item.title):
-                fixes[side].append(request)
-                fixes[side].extend(Request(key, value, f"{key} removed with {request.key} ({request.why})"
-                                           if value is None else f"{key} = {value!r} with {request.key}")
-                                   for key, value in ctx.runs.set_with.get(request.key, {}).items())
-    for side, requests in fixes.items():            # once per key; a key set with another goes its way
-        withs = {key for request in requests for key in ctx.runs.set_with.get(request.key, {})}
-        kept: dict[str, Request] = {}
-        for request in requests:
-            if request.key not in kept and (request.key not in withs or request.why.startswith(request.key)):
-                kept[request.key] = request
-        fixes[side] = list(kept.values())
-    return fixes
-
-
-def _fix_value(ctx: _Context, key: str, megatron_value: Any, mindformers_value: Any, title: str):
-    request = Request(key, megatron_value, f"{title}: as the reference (Megatron {megatron_value!r})")
-    if _probe(ctx, "mindformers", request):
-        return [("mindformers", request)]
-    if "fixed" not in request.reason:
-        return []                                        # derived on MindFormers: follows the other settings
-    request = Request(key, mindformers_value, f"{title}: MindFormers cannot change it ({mindformers_value!r})")
-    return [("megatron", request)] if _probe(ctx, "megatron", request) else []
-
-
-def _leftovers(ctx: _Context, report, run: Run) -> tuple[dict[str, str], list[str]]:
-    from ..audit.rules import INFO, MISMATCH, RISK
-
-    planned, unresolved = {}, []
-    for item in report.items:
-        if item.verdict not in (MISMATCH, RISK, INFO):
-            continue
-        if item.id in ctx.runs.differences:
-            planned[item.id] = ctx.runs.differences[item.id]
-        elif ctx.keep_parallel and item.section.lower().startswith("parallel"):
-            planned[item.id] = "kept as in the inputs (align prepare --keep-parallel)"
-        elif item.verdict != INFO and "mindformers" in run.sides:
-            unresolved.append(f"{item.id} {item.verdict}: {item.message}")
-    return planned, unresolved
