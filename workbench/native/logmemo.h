@@ -1,7 +1,7 @@
 /* The last line's template, for logscan.c (included after megatron_scan and the prototype of
    expected_field; sort_fields is defined there): a line whose text between its numbers is byte for byte
    the last one's is taken without matching its keys again. Reads only inside the ranges it is given,
-   copies at most TEMPLATE_BYTES. */
+   copies at most TEMPLATE_BYTES (LINE_BYTES). */
 
 /* What the last line taken field by field looked like, when all its fields were kept metrics: the
    bytes between its values (from the first '|' to the first value, between two values, and from the
@@ -9,8 +9,15 @@
    its numbers is byte for byte that text has the same fields, keys and flags (its numbers are read by
    number_at, which stops at the blank or '|' the text goes on with, as the field-by-field path
    does): it is taken without matching keys again. guess: each field's key in the last line, for
-   expected_field. */
+   expected_field.
+
+   line: the last line taken as that template, from its first '|' to its end, with where its numbers
+   are (vs, ve: offsets into line) and their values. A line of the same length whose bytes differ from
+   it only inside numbers is that template too (the text between the numbers is the same), and only the
+   numbers that differ are read again (same_line): each must end where the last one did, so the bytes
+   every other number's reading looked at (its own and the one after it, in the text) are unchanged. */
 #define TEMPLATE_BYTES 4096
+#define LINE_BYTES 4096
 typedef struct {
     int64_t guess[MAX_FIELDS];
     unsigned char text[TEMPLATE_BYTES];
@@ -20,18 +27,86 @@ typedef struct {
     int count;                         /* 0: no template */
     int ascii;                         /* the text holds no byte >= 0x80 */
     int64_t flags;
+    int64_t line_len;                  /* -1: no line */
+    unsigned char line[LINE_BYTES];
+    int32_t vs[MAX_FIELDS], ve[MAX_FIELDS];
+    double values[MAX_FIELDS];
 } line_memo;
 
-/* The fields after the first '|' (at bar) of a line shaped as memo's template: their count, or -1. */
-static int template_fields(const line_memo *memo, const unsigned char *bar, const unsigned char *b, double *values) {
+/* The line [bar, b) as memo's last line (its numbers at bar + vs[i] .. bar + ve[i], already in memo). */
+static void remember_line(line_memo *memo, const unsigned char *bar, const unsigned char *b, const double *values) {
+    memo->line_len = -1;
+    if (b - bar > LINE_BYTES) return;
+    memcpy(memo->line, bar, (size_t)(b - bar));
+    memcpy(memo->values, values, sizeof(double) * (size_t)memo->count);
+    memo->line_len = b - bar;
+}
+
+/* The number i of the line at bar read again: it must end where memo's did; its bytes and value kept. */
+static int reread(line_memo *memo, const unsigned char *bar, const unsigned char *b, int i) {
+    const unsigned char *end = NULL;
+    double value;
+    if (!number_at(bar + memo->vs[i], b, &end, &value) || end != bar + memo->ve[i]) return 0;
+    memcpy(memo->line + memo->vs[i], bar + memo->vs[i], (size_t)(memo->ve[i] - memo->vs[i]));
+    memo->values[i] = value;
+    return 1;
+}
+
+/* The fields after the first '|' (at bar) of a line that is memo's last line but inside its numbers
+   (module doc): their count, values filled, or -1. Words are compared four at a time; a differing byte
+   names the number holding it (numbers in order: a cursor), read again once. */
+static int same_line(line_memo *memo, const unsigned char *bar, const unsigned char *b, double *values) {
+    int64_t len = b - bar, i = 0;
+    int field = 0, last = -1;
+    if (memo->count < 1 || memo->line_len != len) return -1;
+    while (i < len) {
+        uint64_t x = 0;
+        int64_t n = len - i < 32 ? (len - i < 8 ? len - i : 8) : 32;
+        if (n == 32) {
+            uint64_t w[4], m[4];
+            memcpy(w, bar + i, 32);
+            memcpy(m, memo->line + i, 32);
+            if (((w[0] ^ m[0]) | (w[1] ^ m[1]) | (w[2] ^ m[2]) | (w[3] ^ m[3])) == 0) { i += 32; continue; }
+            n = 8;
+        }
+        if (n == 8) {
+            uint64_t w, m;
+            memcpy(&w, bar + i, 8);
+            memcpy(&m, memo->line + i, 8);
+            x = w ^ m;
+        } else {
+            for (int64_t k = 0; k < n; k++) x |= (uint64_t)(bar[i + k] ^ memo->line[i + k]) << (8 * k);
+        }
+        while (x != 0) {
+            int64_t at = i + (__builtin_ctzll(x) >> 3);
+            while (field < memo->count && memo->ve[field] <= at) field++;
+            if (field == memo->count || at < memo->vs[field]) return -1;      /* between the numbers */
+            if (field != last && !reread(memo, bar, b, field)) return -1;
+            last = field;
+            x = memo->ve[field] - i >= 8 ? 0 : x & (~0ULL << (8 * (memo->ve[field] - i)));
+        }
+        i += n;
+    }
+    memcpy(values, memo->values, sizeof(double) * (size_t)memo->count);
+    return memo->count;
+}
+
+/* The fields after the first '|' (at bar) of a line shaped as memo's template: their count, or -1;
+   the line becomes memo's last line. */
+static int template_fields(line_memo *memo, const unsigned char *bar, const unsigned char *b, double *values) {
     const unsigned char *p = bar;
+    memo->line_len = -1;                                   /* vs, ve are rewritten below */
     for (int i = 0; i <= memo->count; i++) {
         int64_t n = memo->start[i + 1] - memo->start[i];
         if (b - p < n || !same(p, memo->text + memo->start[i], n)) return -1;
         p += n;
-        if (i < memo->count && !number_at(p, b, &p, &values[i])) return -1;
+        if (i == memo->count) break;
+        memo->vs[i] = (int32_t)(p - bar);
+        if (!number_at(p, b, &p, &values[i])) return -1;
+        memo->ve[i] = (int32_t)(p - bar);
     }
     for (; p < b; p++) if (!blank(*p)) return -1;          /* after the last '|': blanks only */
+    remember_line(memo, bar, b, values);
     return memo->count;
 }
 
@@ -40,9 +115,11 @@ static int template_fields(const line_memo *memo, const unsigned char *bar, cons
 static void sort_fields(const megatron_scan *st, const int32_t *keys, int count, int32_t *perm);
 
 static void keep_template(line_memo *memo, const megatron_scan *st, const unsigned char *bar, const unsigned char *last,
-                          const unsigned char **vs, const unsigned char **ve, const int32_t *keys, int count) {
+                          const unsigned char *b, const unsigned char **vs, const unsigned char **ve, const int32_t *keys,
+                          const double *values, int count) {
     int32_t at = 0;
     memo->count = 0;
+    memo->line_len = -1;
     if (count < 1) return;
     memo->flags = 0;
     for (int i = 0; i <= count; i++) {
@@ -52,6 +129,8 @@ static void keep_template(line_memo *memo, const megatron_scan *st, const unsign
         memo->start[i] = at;
         at += (int32_t)(to - from);
         if (i < count) {
+            memo->vs[i] = (int32_t)(vs[i] - bar);
+            memo->ve[i] = (int32_t)(ve[i] - bar);
             memo->keys[i] = keys[i];
             memo->flags |= st->key_flags[keys[i]];
         }
@@ -60,4 +139,5 @@ static void keep_template(line_memo *memo, const megatron_scan *st, const unsign
     memo->ascii = first_non_ascii(memo->text, at) < 0;
     sort_fields(st, memo->keys, count, memo->perm);
     memo->count = count;
+    remember_line(memo, bar, b, values);
 }

@@ -98,7 +98,8 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     *iteration = counter;
     *rank = rank_of(a, it);
     if (*rank > INT32_MAX) return -1;
-    if (memo->count > 0 && template_fields(memo, bar, b, values) == memo->count) {
+    if (memo->count > 0 && (same_line(memo, bar, b, values) == memo->count
+                            || template_fields(memo, bar, b, values) == memo->count)) {
         *flags |= memo->flags;
         *templated = 1;
         if (memo->ascii) *unchecked = bar;
@@ -118,7 +119,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         if (r == NULL) {                                   /* after the last '|': blanks only */
             const unsigned char *last = q;
             for (; q < b; q++) if (!blank(*q)) return -1;
-            if (all_kept && fields == count) keep_template(memo, st, bar, last, vs_of, ve_of, keys, count);
+            if (all_kept && fields == count) keep_template(memo, st, bar, last, b, vs_of, ve_of, keys, values, count);
             break;
         }
         const unsigned char *colon = memchr(q, ':', (size_t)(r - q));
@@ -228,6 +229,7 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
     line_memo memo;
     int last_count = -1;
     memo.count = 0;
+    memo.line_len = -1;
     for (int i = 0; i < MAX_FIELDS; i++) memo.guess[i] = -1;
     while (!st->done) {
         const unsigned char *a = data + st->pos;

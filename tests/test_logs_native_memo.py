@@ -1,0 +1,85 @@
+"""The compiled Megatron scan's last-line memo (``same_line`` in ``workbench/native/logmemo.h``: a line
+of the last one's length that differs from it only inside numbers reads only those numbers again),
+against the Python paths (``WORKBENCH_NATIVE=0`` and the exact per-line parser), values bit for bit."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import workbench.logs.lines as lines
+from workbench.logs.formats import load_formats
+from workbench.logs.logscan import library
+from workbench.logs.megatron import read_megatron
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_logs_native import three_ways  # noqa: E402
+
+native = pytest.mark.skipif(library() is None, reason="the compiled log scanner is not built, or WORKBENCH_NATIVE=0")
+LINE = (b" [2025-01-01 12:00:00] iteration        7/     100 | consumed samples:          512 | lm loss: 1.000126E+01 "
+        b"| loss scale: 1.0 | grad norm: 2.000 | num zeros: 0 | params norm: 123.456 | number of nan iterations: nan |")
+BYTES = [b"0", b"7", b"9", b".", b"e", b"E", b"-", b"+", b" ", b"\t", b"|", b":", b"x", b"n", b"a", b"\x00"]
+# (not b"\xff": the non-UTF-8 note counts the chunks holding such bytes, which differ between the paths'
+# chunk sizes on a file over 1 MiB; tests/test_logs_native.py tests those bytes in lines like these)
+
+
+@native
+def test_every_byte_of_a_line_changed_in_place_reads_the_same(tmp_path, monkeypatch):
+    """Each line below has the last one's length and differs from it in one byte (in a number, at its
+    edge, between numbers, in a key), then the intact line again: the memo takes the ones that are
+    numbers ending where the last one's did, every other goes the template or field-by-field way."""
+    out = [LINE, LINE]
+    start = LINE.index(b"|")
+    for at in range(start, len(LINE)):
+        for byte in BYTES:
+            out += [LINE[:at] + byte + LINE[at + 1:], LINE]
+    path = tmp_path / "in_place.log"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    three_ways(monkeypatch, path, "megatron")
+
+
+@native
+def test_chains_of_lines_each_changed_from_the_one_before(tmp_path, monkeypatch):
+    """Random same-length changes that build on each other (the memo's bytes and values follow the last
+    line taken: a number read again must stay consistent with the next lines), several bytes a line,
+    with chunk seams inside the chains."""
+    rng = np.random.default_rng(9)
+    start = LINE.index(b"|")
+    for round_ in range(6):
+        out, line = [], bytearray(LINE)
+        for _ in range(300):
+            for _ in range(int(rng.integers(1, 4))):
+                at = int(rng.integers(start, len(line)))
+                if rng.random() < 0.3:                             # any byte: mostly not a number's
+                    line[at] = BYTES[int(rng.integers(len(BYTES)))][0]
+                elif chr(line[at]).isdigit():                      # a digit for a digit: the memo's case
+                    line[at] = b"0123456789"[int(rng.integers(10))]
+            out.append(bytes(line))
+            if rng.random() < 0.05:
+                line = bytearray(LINE)
+        path = tmp_path / f"chain{round_}.log"
+        path.write_bytes(b"\n".join(out) + b"\n")
+        monkeypatch.setattr(lines, "CHUNK", 4096)
+        three_ways(monkeypatch, path, "megatron")
+
+
+@native
+def test_numbers_that_change_length_or_form_in_place(tmp_path, monkeypatch):
+    """Same-length lines whose numbers change form (a digit to a point or an exponent, 'nan' to digits,
+    a sign) or would have to be read past where the last one ended ('1.0' then '1.0e', '2.000' then
+    '2.0e1'): read as the exact parser reads them."""
+    pairs = [(b"1.0 |", b"1.0e|"), (b"1.0 |", b"1e0 |"), (b"1.0 |", b"-10 |"), (b"1.0 |", b"nan |"),
+             (b"2.000 |", b"2.0e1 |"), (b"2.000 |", b"2.0E+1|"), (b"2.000 |", b"2000. |"), (b"nan |", b"1.5 |"),
+             (b"nan |", b"nanx|"), (b"0 |", b"- |"), (b"512 |", b"5 2 |"), (b"123.456 |", b"123.45e |"),
+             (b"123.456 |", b"1e-4567 |"), (b"1.000126E+01 |", b"1.000126E+0| |")]
+    out = [LINE]
+    for old, new in pairs:
+        assert len(old) == len(new) and old in LINE
+        out += [LINE.replace(old, new, 1), LINE, LINE.replace(old, new, 1), LINE.replace(old, new, 1)]
+    path = tmp_path / "forms.log"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    three_ways(monkeypatch, path, "megatron")
+    got = read_megatron(path, load_formats()["megatron"]).series
+    assert len(got) and got["line"].is_monotonic_increasing
