@@ -1,6 +1,7 @@
 """The compiled Megatron scan's last-line memo (``same_line`` in ``workbench/native/logmemo.h``: a line
 of the last one's length that differs from it only inside numbers reads only those numbers again),
-against the Python paths (``WORKBENCH_NATIVE=0`` and the exact per-line parser), values bit for bit."""
+its rows' one allocation (``megatron_native.block``) and ``_interval``'s piecewise check, against the
+Python paths (``WORKBENCH_NATIVE=0`` and the exact per-line parser), values bit for bit."""
 from __future__ import annotations
 
 import sys
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 import workbench.logs.lines as lines
+from workbench.logs import megatron_native
 from workbench.logs.formats import load_formats
 from workbench.logs.logscan import library
-from workbench.logs.megatron import read_megatron
+from workbench.logs.megatron import _interval, read_megatron
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_logs_native import three_ways  # noqa: E402
@@ -83,3 +85,31 @@ def test_numbers_that_change_length_or_form_in_place(tmp_path, monkeypatch):
     three_ways(monkeypatch, path, "megatron")
     got = read_megatron(path, load_formats()["megatron"]).series
     assert len(got) and got["line"].is_monotonic_increasing
+
+
+def test_the_rows_block_is_aligned_and_its_arrays_apart():
+    for capacity in (1, 1000, 3_000_000):
+        arrays = megatron_native.block(capacity, (np.float64, np.int32, np.int8, np.int64))
+        assert [len(array) for array in arrays] == [capacity] * 4
+        assert all(array.ctypes.data % 64 == 0 for array in arrays)
+        if capacity == 3_000_000:
+            assert arrays[0].ctypes.data % megatron_native.HUGE == 0
+        for index, array in enumerate(arrays):
+            array[:] = index + 1
+        assert [int(array[0]) for array in arrays] == [1, 2, 3, 4] and [int(array[-1]) for array in arrays] == [1, 2, 3, 4]
+        assert all(array.base is arrays[0].base for array in arrays)
+
+
+@pytest.mark.parametrize("iterations,want", [
+    (list(range(1, 60, 2)), 2), ([5], 1), ([], 1), (list(range(10, 100, 10)) + [95], 10),
+    (list(range(0, 40)) + [40, 41, 43] + list(range(44, 60)), 1), ([3, 1, 2], 1), ([1, 1, 1], 1),
+    ([10, 20, 30, 50, 70, 90], 20)])
+def test_the_log_interval_piece_by_piece(monkeypatch, iterations, want):
+    """The in-order check goes a piece at a time: a break at or across a piece's edge is still seen."""
+    import workbench.logs.megatron as megatron
+
+    array = np.array(iterations, dtype=np.int64)
+    whole = _interval(array)
+    for piece in (1, 2, 3, 7, 8192):
+        monkeypatch.setattr(megatron._evenly, "__defaults__", (piece,))
+        assert _interval(array) == whole == want
