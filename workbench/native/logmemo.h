@@ -24,6 +24,8 @@ typedef struct {
     int32_t start[MAX_FIELDS + 2];     /* piece i is text[start[i], start[i + 1]); piece count: the tail */
     int32_t keys[MAX_FIELDS];
     int32_t perm[MAX_FIELDS];          /* the fields in table order (sort_fields) */
+    int32_t shift[MAX_FIELDS];         /* key_shift and key_kind of the field perm[i] */
+    int8_t code[MAX_FIELDS];
     int count;                         /* 0: no template */
     int ascii;                         /* the text holds no byte >= 0x80 */
     int64_t flags;
@@ -42,53 +44,62 @@ static void remember_line(line_memo *memo, const unsigned char *bar, const unsig
     memo->line_len = b - bar;
 }
 
-/* The number i of the line at bar read again: it must end where memo's did; its bytes and value kept. */
+/* The number i of the line at bar read again into memo: it must end where memo's did. */
 static int reread(line_memo *memo, const unsigned char *bar, const unsigned char *b, int i) {
     const unsigned char *end = NULL;
-    double value;
-    if (!number_at(bar + memo->vs[i], b, &end, &value) || end != bar + memo->ve[i]) return 0;
-    memcpy(memo->line + memo->vs[i], bar + memo->vs[i], (size_t)(memo->ve[i] - memo->vs[i]));
-    memo->values[i] = value;
+    return number_at(bar + memo->vs[i], b, &end, &memo->values[i]) && end == bar + memo->ve[i];
+}
+
+/* The bytes x (this line's xor memo's line, 8 from offset i) that differ: each inside a number (field:
+   a cursor over the numbers, in order), each number read again once (last: the one read last); 0 when a
+   byte differs between the numbers or a number does not read the same way. */
+INLINE int differing(line_memo *memo, const unsigned char *bar, const unsigned char *b, int64_t i, uint64_t x,
+                     int *field, int *last) {
+    while (x != 0) {
+        int64_t at = i + (__builtin_ctzll(x) >> 3);
+        while (*field < memo->count && memo->ve[*field] <= at) (*field)++;
+        if (*field == memo->count || at < memo->vs[*field]) return 0;             /* between the numbers */
+        if (*field != *last && !reread(memo, bar, b, *field)) return 0;
+        *last = *field;
+        x = memo->ve[*field] - i >= 8 ? 0 : x & (~0ULL << (8 * (memo->ve[*field] - i)));
+    }
     return 1;
 }
 
 /* The fields after the first '|' (at bar) of a line that is memo's last line but inside its numbers
-   (module doc): their count, values filled, or -1. Words are compared four at a time; a differing byte
-   names the number holding it (numbers in order: a cursor), read again once. */
+   (module doc): their count, values filled, or -1 (memo's line then dropped: the next line goes through
+   template_fields). Words are compared four at a time, then one. */
 static int same_line(line_memo *memo, const unsigned char *bar, const unsigned char *b, double *values) {
     int64_t len = b - bar, i = 0;
     int field = 0, last = -1;
     if (memo->count < 1 || memo->line_len != len) return -1;
-    while (i < len) {
-        uint64_t x = 0;
-        int64_t n = len - i < 32 ? (len - i < 8 ? len - i : 8) : 32;
-        if (n == 32) {
-            uint64_t w[4], m[4];
-            memcpy(w, bar + i, 32);
-            memcpy(m, memo->line + i, 32);
-            if (((w[0] ^ m[0]) | (w[1] ^ m[1]) | (w[2] ^ m[2]) | (w[3] ^ m[3])) == 0) { i += 32; continue; }
-            n = 8;
+    for (; i + 32 <= len; i += 32) {
+        uint64_t w[4], m[4];
+        memcpy(w, bar + i, 32);
+        memcpy(m, memo->line + i, 32);
+        for (int k = 0; k < 4; k++) w[k] ^= m[k];
+        if ((w[0] | w[1] | w[2] | w[3]) == 0) continue;
+        for (int k = 0; k < 4; k++) {
+            if (w[k] != 0 && !differing(memo, bar, b, i + 8 * k, w[k], &field, &last)) goto dropped;
         }
-        if (n == 8) {
-            uint64_t w, m;
+    }
+    for (; i < len; i += 8) {
+        uint64_t x = 0, w, m;
+        if (len - i >= 8) {
             memcpy(&w, bar + i, 8);
             memcpy(&m, memo->line + i, 8);
             x = w ^ m;
         } else {
-            for (int64_t k = 0; k < n; k++) x |= (uint64_t)(bar[i + k] ^ memo->line[i + k]) << (8 * k);
+            for (int64_t k = 0; k < len - i; k++) x |= (uint64_t)(bar[i + k] ^ memo->line[i + k]) << (8 * k);
         }
-        while (x != 0) {
-            int64_t at = i + (__builtin_ctzll(x) >> 3);
-            while (field < memo->count && memo->ve[field] <= at) field++;
-            if (field == memo->count || at < memo->vs[field]) return -1;      /* between the numbers */
-            if (field != last && !reread(memo, bar, b, field)) return -1;
-            last = field;
-            x = memo->ve[field] - i >= 8 ? 0 : x & (~0ULL << (8 * (memo->ve[field] - i)));
-        }
-        i += n;
+        if (x != 0 && !differing(memo, bar, b, i, x, &field, &last)) goto dropped;
     }
+    memcpy(memo->line, bar, (size_t)len);                  /* once, whole: fewer calls than per number */
     memcpy(values, memo->values, sizeof(double) * (size_t)memo->count);
     return memo->count;
+dropped:
+    memo->line_len = -1;                                   /* its values may be this line's now */
+    return -1;
 }
 
 /* The fields after the first '|' (at bar) of a line shaped as memo's template: their count, or -1;
@@ -138,6 +149,30 @@ static void keep_template(line_memo *memo, const megatron_scan *st, const unsign
     memo->start[count + 1] = at;
     memo->ascii = first_non_ascii(memo->text, at) < 0;
     sort_fields(st, memo->keys, count, memo->perm);
+    for (int i = 0; i < count; i++) {
+        memo->shift[i] = st->key_shift[memo->keys[memo->perm[i]]];
+        memo->code[i] = (int8_t)st->key_kind[memo->keys[memo->perm[i]]];       /* a kept metric: below code_cap */
+    }
     memo->count = count;
     remember_line(memo, bar, b, values);
+}
+
+/* store_rows for a line taken as memo's template: its codes and shifts looked up once, in keep_template. */
+static void store_template_rows(megatron_scan *st, const line_memo *memo, const double *values, int64_t iteration,
+                                int64_t rank, int64_t *restrict counts) {
+    int64_t at = st->rows;
+    int32_t line = (int32_t)st->line_no, step = (int32_t)iteration;      /* take_line checked they fit */
+    int32_t *restrict ranks = st->rank + at, *restrict steps = st->step + at, *restrict lines = st->line + at;
+    int8_t *restrict codes = st->code + at;
+    double *restrict out = st->value + at;
+    for (int i = 0; i < memo->count; i++) {
+        ranks[i] = (int32_t)rank;
+        steps[i] = step + memo->shift[i];
+        lines[i] = line;
+        codes[i] = memo->code[i];
+        counts[memo->code[i]]++;
+        out[i] = values[memo->perm[i]];
+    }
+    st->rows = at + memo->count;
+    st->iteration[st->iterations++] = iteration;
 }

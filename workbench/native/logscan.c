@@ -257,7 +257,7 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
             } else {
                 if (st->rows + count > st->rows_cap) return 1;
                 if (templated) {
-                    store_rows(st, memo.keys, memo.perm, values, count, iteration, rank, counts);
+                    store_template_rows(st, &memo, values, iteration, rank, counts);
                 } else {
                     if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
                         sort_fields(st, keys, count, perm);
