@@ -113,3 +113,29 @@ def test_the_log_interval_piece_by_piece(monkeypatch, iterations, want):
     for piece in (1, 2, 3, 7, 8192):
         monkeypatch.setattr(megatron._evenly, "__defaults__", (piece,))
         assert _interval(array) == whole == want
+
+
+@native
+def test_heads_that_differ_digit_for_digit_or_not(tmp_path, monkeypatch):
+    """A line whose start (up to its first '|' after "iteration N/ T") is the last templated line's but
+    digit for digit takes that head's '|', needles and ASCII check (its rank and iteration are read
+    again); any other difference, or digits that make a number C hands back, goes the whole way."""
+    body = LINE[LINE.index(b"|"):]
+    heads = [b" [2025-01-01 12:00:00] iteration        7/     100 ", b" [2025-01-01 12:00:01] iteration        8/     100 ",
+             b" [2025-01-01 12:59:59] iteration     9999/     999 ", b"[default1]: iteration        7/     100 ",
+             b"[default2]: iteration        8/     100 ", b"[default9]: iteration 2147483646/ 100 ",
+             b"[default9]: iteration 9147483646/ 100 ", b"[default9]: iteration 2147483647/ 100 ",
+             b"3: iteration        7/     100 ", b"9: iteration        8/     100 ", b"9x iteration        8/     100 ",
+             b"tensor(1) iteration        7/     100 ", b"tensor(2) iteration        8/     100 ",
+             b"tensor[2] iteration        8/     100 ", b"local_norm/1 iteration 7/ 100 ", b"local_norm/2 iteration 8/ 100 ",
+             b" [2025-01-01 12:00:00] iteratiom        7/     100 ", b" [2025-01-01 12:00:00] iteration        7/     10| ",
+             b" [2025-01-01 12:00:00] iteration        7/     100|", b" [2025-01-01 12:00:00] iteration        7 /    100 ",
+             b"\xc3\xa9[2025-01-01 12:00:00] iteration        7/     100 ", b"\xc3\xa9[2025-01-01 12:00:00] iteration        8/     100 ",
+             b" [2025-01-01 12:00:00] iteration        7/     100 "]
+    out = []
+    for first in heads:
+        for second in heads:
+            out += [first + body, first + body, second + body]
+    path = tmp_path / "heads.log"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    three_ways(monkeypatch, path, "megatron")

@@ -18,6 +18,7 @@
    every other number's reading looked at (its own and the one after it, in the text) are unchanged. */
 #define TEMPLATE_BYTES 4096
 #define LINE_BYTES 4096
+#define HEAD_BYTES 256
 typedef struct {
     int64_t guess[MAX_FIELDS];
     unsigned char text[TEMPLATE_BYTES];
@@ -33,7 +34,44 @@ typedef struct {
     unsigned char line[LINE_BYTES];
     int32_t vs[MAX_FIELDS], ve[MAX_FIELDS];
     double values[MAX_FIELDS];
+    /* head: the last templated line from its start to its first '|' after "iteration N/ T" (included). A
+       line that starts with those bytes but digit for digit has its "iteration" and that '|' at the same
+       offsets (digits make neither), the same needles and is ASCII there when the head was. */
+    int64_t head_len, head_it, head_flags;             /* head_len: the '|''s offset, -1: no head */
+    int head_ascii;
+    unsigned char head[HEAD_BYTES];
 } line_memo;
+
+/* The head of the line [a, bar] ("iteration" at it; needles: its SEEN_* flags) as memo's. */
+static void remember_head(line_memo *memo, const unsigned char *a, const unsigned char *it, const unsigned char *bar,
+                          int64_t needles) {
+    memo->head_len = -1;
+    if (bar - a >= HEAD_BYTES) return;
+    memcpy(memo->head, a, (size_t)(bar - a + 1));
+    memo->head_it = it - a;
+    memo->head_flags = needles;
+    memo->head_ascii = first_non_ascii(a, bar - a) < 0;
+    memo->head_len = bar - a;
+}
+
+/* Whether the line [a, b) starts with memo's head but digit for digit (the bytes that differ), a word
+   at a time (the last one overlapping the one before: a byte seen twice is checked twice). */
+static int same_head(const line_memo *memo, const unsigned char *a, const unsigned char *b) {
+    int64_t n = memo->head_len + 1;
+    if (memo->head_len < 0 || b - a < n || n < 8) return 0;
+    for (int64_t i = 0; i < n; i += 8) {
+        int64_t at = i + 8 <= n ? i : n - 8;
+        uint64_t w, m;
+        memcpy(&w, a + at, 8);
+        memcpy(&m, memo->head + at, 8);
+        for (uint64_t x = w ^ m; x != 0;) {                 /* each differing byte */
+            int k = __builtin_ctzll(x) >> 3;
+            if (!digit(a[at + k]) || !digit(memo->head[at + k])) return 0;
+            x &= ~(0xFFULL << (8 * k));
+        }
+    }
+    return 1;
+}
 
 /* The line [bar, b) as memo's last line (its numbers at bar + vs[i] .. bar + ve[i], already in memo). */
 static void remember_line(line_memo *memo, const unsigned char *bar, const unsigned char *b, const double *values) {
