@@ -83,7 +83,7 @@ static void remember_line(line_memo *memo, const unsigned char *bar, const unsig
 }
 
 /* The number i of the line at bar read again into memo: it must end where memo's did. */
-static int reread(line_memo *memo, const unsigned char *bar, const unsigned char *b, int i) {
+INLINE int reread(line_memo *memo, const unsigned char *bar, const unsigned char *b, int i) {
     const unsigned char *end = NULL;
     return number_at(bar + memo->vs[i], b, &end, &memo->values[i]) && end == bar + memo->ve[i];
 }
