@@ -139,3 +139,27 @@ def test_heads_that_differ_digit_for_digit_or_not(tmp_path, monkeypatch):
     path = tmp_path / "heads.log"
     path.write_bytes(b"\n".join(out) + b"\n")
     three_ways(monkeypatch, path, "megatron")
+
+
+def test_the_non_utf8_note_counts_lines_at_every_chunk_size(tmp_path, monkeypatch):
+    """Every line with bytes that are not UTF-8 is counted once (iteration lines, named local norms,
+    others; several bad bytes in one line; the last line without its newline), whatever the chunk size:
+    it counted a chunk's first such line only, so the compiled scan's 1 MiB chunks and the Python
+    path's 8 MiB ones disagreed on a file over 1 MiB."""
+    from workbench.logs.lines import bad_lines
+
+    good = LINE + b"\n"
+    bad = [LINE.replace(b"lm loss", b"lm \xff\xfeloss"), b"local_norm/w\xe9: 1.0E+00", b"junk \xc3 and \xc3",
+           LINE.replace(b" [2025", b"\xff[2025"), b"\xe9\xe9"]
+    body = b"".join(good * 3 + line + b"\n" for line in bad) * 40 + good * 3 + b"tail \xff"
+    want = [1 + index * 4 + 3 for index in range(len(bad) * 40)] + [len(bad) * 40 * 4 + 4]
+    found: list[int] = []
+    bad_lines(body, 1, found)
+    assert found == want
+    path = tmp_path / "bad.log"
+    path.write_bytes(body)
+    for chunk in (1 << 20, 4096, 333):
+        monkeypatch.setattr(lines, "CHUNK", chunk)
+        three_ways(monkeypatch, path, "megatron")
+        note = [note for note in read_megatron(path, load_formats()["megatron"]).notes if "not UTF-8" in note]
+        assert note == [f"{len(want)} line(s) with bytes that are not UTF-8 read with U+FFFD in their place (first: line 4)"]

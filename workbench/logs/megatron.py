@@ -22,7 +22,7 @@ import pandas as pd
 
 from .formats import LogFormat
 from .megatron_columns import fast_group, groups, iteration_lines
-from .lines import bad_bytes_note, chunks, rank_of, text
+from .lines import bad_bytes_note, bad_lines, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
 from .tables import categorical, code_of, frame, labels, narrow
 from .values import floats, parse_joined
@@ -114,18 +114,15 @@ def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> 
                 cut += [first + i for i in indices if not _slow_line(lines[i], first + i, columns)]
         patch = patch or b"tensor(" in data
         if b"local_norm/" in data:
-            current = _named_in_chunk(data, first, current, named, bad, lines, found)
+            current = _named_in_chunk(data, first, current, named, lines, found)
         elif found:
             match = ITERATION.search(lines[found[-1]])
             current = int(match.group(1)) if match else current
-        try:
-            data.isascii() or data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            bad.append(first + data.count(b"\n", 0, error.start))
+        bad_lines(data, first, bad)
     return named, patch, bad, cut
 
 
-def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int], lines=None, found=None):
+def _named_in_chunk(data: bytes, first: int, current, named: list, lines=None, found=None):
     """The ``local_norm/<param>: value`` lines of a chunk, each with the iteration printed above it;
     returns the iteration of the chunk's last iteration line (``current`` when it has none)."""
     lines = data.split(b"\n") if lines is None else lines
@@ -135,7 +132,7 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
             match = ITERATION.search(line)
             current = int(match.group(1)) if match else current
         elif b"local_norm/" in line:
-            found_norm = NAMED_NORM.search(text(line, bad, first + i))
+            found_norm = NAMED_NORM.search(text(line))             # its bad bytes: the chunk's bad_lines
             if found_norm:
                 named.append((current, found_norm.group(1), found_norm.group(2), first + i))
     return current

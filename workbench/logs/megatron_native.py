@@ -152,7 +152,7 @@ def block(capacity: int, types) -> list[np.ndarray]:
 def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norms):
     """The megatron ``_scan`` with C reading the iteration lines: (named, patch, bad, cut, (keys,
     rows, state)). ``slow_line`` reads a handed-back line into ``columns``; ``named_norms(data, first,
-    current, named, bad)`` reads the ``local_norm/`` lines of a chunk that has them (rare) and returns
+    current, named)`` reads the ``local_norm/`` lines of a chunk that has them (rare) and returns
     the iteration they belong to. A line with keys C does not know yet is read again by C once its
     keys are passed in (``line_fields`` finds them); only when it brings no new key does Python read it."""
     from .megatron import ITERATION, line_fields
@@ -192,13 +192,13 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
             rows.grow(state, _estimate(state.rows, read, total))
         patch = patch or bool(state.flags & SEEN_TENSOR)
         if state.flags & SEEN_LOCAL_NORM:
-            current = named_norms(bytes(buffer[:size]), first, current, named, bad)
+            current = named_norms(bytes(buffer[:size]), first, current, named)
         elif state.last_candidate >= 0:
             end = buffer.find(b"\n", state.last_candidate, size)
             match = ITERATION.search(bytes(buffer[state.last_candidate:size if end < 0 else end]))
             current = int(match.group(1)) if match else current
         if state.non_ascii:                                    # C checked every line it went through
-            _utf8(bytes(buffer[:size]), first, bad)
+            lines.bad_lines(bytes(buffer[:size]), first, bad)
         del holder                                             # the reader may resize its buffer now
     rows.metrics = table.metrics
     return named, patch, bad, cut, (table, rows, state)
@@ -207,10 +207,3 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
 def _estimate(rows: int, read: int, total: int) -> int:
     """Rows of the whole file, from those of the bytes read so far (and a margin)."""
     return int(rows / max(read, 1) * total * 1.05) + 1024
-
-
-def _utf8(data: bytes, first: int, bad: list[int]) -> None:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad.append(first + data.count(b"\n", 0, error.start))
