@@ -177,6 +177,27 @@ def text(line: bytes, bad: list[int] | None = None, number: int = 0) -> str:
         return line.decode("utf-8", errors="replace")
 
 
+def bad_lines(data: bytes, first: int, bad: list[int]) -> None:
+    """Appends to ``bad`` the number of each line of ``data`` (its first line numbered ``first``) that holds
+    bytes that are not UTF-8: each line, not only a chunk's first (the note's count must not depend on
+    the chunk size, which differs between the readers' paths). Pure ASCII is one test."""
+    if data.isascii():
+        return
+    start, number = 0, first
+    while True:
+        try:
+            str(memoryview(data)[start:], "utf-8")
+            return
+        except UnicodeDecodeError as error:
+            at = start + error.start
+            number += data.count(b"\n", start, at)
+            bad.append(number)
+            start = data.find(b"\n", at) + 1
+            if start == 0:
+                return
+            number += 1
+
+
 def bad_bytes_note(bad: list[int]) -> list[str]:
     if not bad:
         return []

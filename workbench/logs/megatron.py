@@ -22,7 +22,7 @@ import pandas as pd
 
 from .formats import LogFormat
 from .megatron_columns import fast_group, groups, iteration_lines
-from .lines import bad_bytes_note, chunks, rank_of, text
+from .lines import bad_bytes_note, bad_lines, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
 from .tables import categorical, code_of, frame, labels, narrow
 from .values import floats, parse_joined
@@ -114,18 +114,15 @@ def _scan(path: Path, columns: Columns, notes: list[str], fast: bool = True) -> 
                 cut += [first + i for i in indices if not _slow_line(lines[i], first + i, columns)]
         patch = patch or b"tensor(" in data
         if b"local_norm/" in data:
-            current = _named_in_chunk(data, first, current, named, bad, lines, found)
+            current = _named_in_chunk(data, first, current, named, lines, found)
         elif found:
             match = ITERATION.search(lines[found[-1]])
             current = int(match.group(1)) if match else current
-        try:
-            data.isascii() or data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            bad.append(first + data.count(b"\n", 0, error.start))
+        bad_lines(data, first, bad)
     return named, patch, bad, cut
 
 
-def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int], lines=None, found=None):
+def _named_in_chunk(data: bytes, first: int, current, named: list, lines=None, found=None):
     """The ``local_norm/<param>: value`` lines of a chunk, each with the iteration printed above it;
     returns the iteration of the chunk's last iteration line (``current`` when it has none)."""
     lines = data.split(b"\n") if lines is None else lines
@@ -135,7 +132,7 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
             match = ITERATION.search(line)
             current = int(match.group(1)) if match else current
         elif b"local_norm/" in line:
-            found_norm = NAMED_NORM.search(text(line, bad, first + i))
+            found_norm = NAMED_NORM.search(text(line))             # its bad bytes: the chunk's bad_lines
             if found_norm:
                 named.append((current, found_norm.group(1), found_norm.group(2), first + i))
     return current
@@ -143,15 +140,24 @@ def _named_in_chunk(data: bytes, first: int, current, named: list, bad: list[int
 
 def _interval(iterations: np.ndarray) -> int:
     """The most common step between printed iterations (the first seen among equally common ones)."""
-    steps = np.diff(iterations)
-    if steps.size and steps[0] > 0 and (steps == steps[0]).all():
-        return int(steps[0])                               # printed in order at one interval: no sort
+    if len(iterations) > 1 and iterations[1] > iterations[0] and _evenly(iterations, iterations[1] - iterations[0]):
+        return int(iterations[1] - iterations[0])          # printed in order at one interval: no sort
     steps = np.diff(np.unique(iterations))
     if steps.size == 0:
         return 1
     values, first, counts = np.unique(steps, return_index=True, return_counts=True)
     common = np.flatnonzero(counts == counts.max())
     return int(values[common[np.argmin(first[common])]])
+
+
+def _evenly(iterations: np.ndarray, step, piece: int = 8192) -> bool:
+    """Whether each iteration is the one before plus ``step``, read a piece at a time: the differences
+    of 200,000 iterations at once would be 1.6 MB of fresh memory, ~400 page faults."""
+    for start in range(0, len(iterations) - 1, piece):
+        window = iterations[start:start + piece + 1]
+        if not (np.diff(window) == step).all():
+            return False
+    return True
 
 
 def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool = True) -> LogSeries:
@@ -193,7 +199,8 @@ def read_megatron(path: Path, fmt: LogFormat, run: str | None = None, fast: bool
     series = _series_frame(label, parts, native_rows, native[1].metrics if native else [],
                            native and (native[1].counts, megatron_native.recoder(lib)))
     facts = {"step_base": "iteration N = update N; the printed learning rate is update N+1's"}
-    interval = _interval(np.concatenate(all_iterations)) if all_iterations else 1
+    interval = _interval(all_iterations[0] if len(all_iterations) == 1 else np.concatenate(all_iterations)) \
+        if all_iterations else 1
     facts["log_interval"] = interval
     if interval > 1:
         notes.append(f"--log-interval {interval}: losses are means over the {interval} iterations ending at "

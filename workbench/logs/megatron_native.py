@@ -26,6 +26,8 @@ BACK = 4096                      # lines handed back per call at most
 KIND_DROP, KIND_SLOW = -1, -2
 POINTERS = {np.int8: P8, np.int32: P32, np.int64: P64, np.float64: PF}
 SEEN_TENSOR, SEEN_LOCAL_NORM = 1, 2
+HUGE = 2 << 20                   # a huge page: the rows' one allocation starts at one (see NativeRows)
+LAYOUT = (4, 0, 1, 2, 3, 5)      # NativeRows' arrays in that allocation: value, rank, step, line, code, iteration
 
 
 
@@ -80,7 +82,9 @@ class KeyTable:
 class NativeRows:
     """The rows C wrote, in one set of arrays that grows (to the whole file's estimate after the
     first chunk, then by half); ``iteration``: one per line with a kept field; ``counts``: rows per
-    metric code (the codes are int8: a metric past the first ``CODES`` is read in Python)."""
+    metric code (the codes are int8: a metric past the first ``CODES`` is read in Python). The arrays
+    are views into one allocation starting at a huge page (``block``): the kernel then faults the fresh
+    rows in as ~30 huge pages, not ~3,000 small ones at the edges of five arrays."""
 
     NAMES = ("rank", "step", "line", "code", "value", "iteration")
     TYPES = (np.int32, np.int32, np.int32, np.int8, np.float64, np.int64)     # tables.COLUMN_TYPES
@@ -95,7 +99,12 @@ class NativeRows:
 
     def grow(self, scan: Scan, capacity: int) -> None:
         filled = (scan.rows,) * 5 + (scan.iterations,)
-        self.arrays = [_resized(array, count, capacity) for array, count in zip(self.arrays, filled, strict=True)]
+        grown = [None] * len(self.TYPES)
+        for index, array in zip(LAYOUT, block(capacity, [self.TYPES[index] for index in LAYOUT]), strict=True):
+            grown[index] = array
+        for new, old, count in zip(grown, self.arrays, filled, strict=True):
+            new[:count] = old[:count]
+        self.arrays = grown
         for name, array in zip(self.NAMES, self.arrays, strict=True):
             setattr(scan, name, pointer(array, POINTERS[array.dtype.type]))
         scan.rows_cap = capacity
@@ -124,16 +133,26 @@ def recoder(lib):
     return recode
 
 
-def _resized(array: np.ndarray, count: int, capacity: int) -> np.ndarray:
-    grown = np.empty(capacity, dtype=array.dtype)
-    grown[:count] = array[:count]
-    return grown
+def block(capacity: int, types) -> list[np.ndarray]:
+    """Arrays of ``capacity`` items of each of ``types``, views into one allocation laid out in the
+    order given, each at a multiple of 64 bytes (its items aligned; the last one's unused tail, past what
+    C writes, is never touched), the first at a huge page boundary when they fill several (a small
+    block is not padded: its first write would fault in a whole huge page)."""
+    sizes = [-(-capacity * np.dtype(kind).itemsize // 64) * 64 for kind in types]
+    align = HUGE if sum(sizes) >= 8 * HUGE else 64
+    whole = np.empty(sum(sizes) + align, dtype=np.uint8)
+    at = -whole.ctypes.data % align
+    views = []
+    for kind, size in zip(types, sizes, strict=True):
+        views.append(whole[at:at + capacity * np.dtype(kind).itemsize].view(kind))
+        at += size
+    return views
 
 
 def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norms):
     """The megatron ``_scan`` with C reading the iteration lines: (named, patch, bad, cut, (keys,
     rows, state)). ``slow_line`` reads a handed-back line into ``columns``; ``named_norms(data, first,
-    current, named, bad)`` reads the ``local_norm/`` lines of a chunk that has them (rare) and returns
+    current, named)`` reads the ``local_norm/`` lines of a chunk that has them (rare) and returns
     the iteration they belong to. A line with keys C does not know yet is read again by C once its
     keys are passed in (``line_fields`` finds them); only when it brings no new key does Python read it."""
     from .megatron import ITERATION, line_fields
@@ -173,13 +192,13 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
             rows.grow(state, _estimate(state.rows, read, total))
         patch = patch or bool(state.flags & SEEN_TENSOR)
         if state.flags & SEEN_LOCAL_NORM:
-            current = named_norms(bytes(buffer[:size]), first, current, named, bad)
+            current = named_norms(bytes(buffer[:size]), first, current, named)
         elif state.last_candidate >= 0:
             end = buffer.find(b"\n", state.last_candidate, size)
             match = ITERATION.search(bytes(buffer[state.last_candidate:size if end < 0 else end]))
             current = int(match.group(1)) if match else current
         if state.non_ascii:                                    # C checked every line it went through
-            _utf8(bytes(buffer[:size]), first, bad)
+            lines.bad_lines(bytes(buffer[:size]), first, bad)
         del holder                                             # the reader may resize its buffer now
     rows.metrics = table.metrics
     return named, patch, bad, cut, (table, rows, state)
@@ -188,10 +207,3 @@ def scan(path, columns, notes: list[str], lib, meaning_of, slow_line, named_norm
 def _estimate(rows: int, read: int, total: int) -> int:
     """Rows of the whole file, from those of the bytes read so far (and a margin)."""
     return int(rows / max(read, 1) * total * 1.05) + 1024
-
-
-def _utf8(data: bytes, first: int, bad: list[int]) -> None:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad.append(first + data.count(b"\n", 0, error.start))

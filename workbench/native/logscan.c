@@ -73,10 +73,11 @@ static int expected_field(const megatron_scan *st, const unsigned char *q, const
 /* The rows of the line [a, b) (it: its "iteration"): their count (keys and values filled), or -1 / -2
    (see scan_lines). A line shaped as memo's template leaves keys alone and sets *templated (its keys
    and their order are memo's) and *unchecked to its first '|': the bytes from there on are the
-   template's text, numbers and blanks, ASCII when memo->ascii is. */
+   template's text, numbers and blanks, ASCII when memo->ascii is (and to a when its head is ASCII too).
+   head: the line starts as memo's head (same_head): its first '|' and needles are the head's. */
 static int take_line(megatron_scan *st, const unsigned char *a, const unsigned char *b, const unsigned char *it,
-                     int32_t *keys, double *values, line_memo *memo, int64_t *iteration, int64_t *rank, int64_t *flags,
-                     int *templated, const unsigned char **unchecked) {
+                     int head, int32_t *keys, double *values, line_memo *memo, int64_t *iteration, int64_t *rank,
+                     int64_t *flags, int *templated, const unsigned char **unchecked) {
     const unsigned char *vs_of[MAX_FIELDS], *ve_of[MAX_FIELDS];
     int64_t *guess = memo->guess;
     int all_kept = 1;
@@ -92,16 +93,19 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
     for (p++; p < b && blank(*p); p++) {}
     if (p >= b || !digit(*p)) return -1;
     for (n = 0; p < b && digit(*p) && n < 18; p++, n++) {}
-    const unsigned char *bar = memchr(p, '|', (size_t)(b - p));
+    const unsigned char *bar = head ? a + memo->head_len : memchr(p, '|', (size_t)(b - p));
     if (bar == NULL) return -1;
-    *flags |= needles(a, it) | needles(p, bar);
+    int64_t head_flags = head ? memo->head_flags : needles(a, it) | needles(p, bar);
+    *flags |= head_flags;
     *iteration = counter;
     *rank = rank_of(a, it);
     if (*rank > INT32_MAX) return -1;
-    if (memo->count > 0 && template_fields(memo, bar, b, values) == memo->count) {
+    if (memo->count > 0 && (same_line(memo, bar, b, values) == memo->count
+                            || template_fields(memo, bar, b, values) == memo->count)) {
         *flags |= memo->flags;
         *templated = 1;
-        if (memo->ascii) *unchecked = bar;
+        if (!head) remember_head(memo, a, it, bar, head_flags);
+        if (memo->ascii) *unchecked = memo->head_len >= 0 && memo->head_ascii ? a : bar;
         return memo->count;
     }
     for (const unsigned char *q = bar + 1;; fields++) {
@@ -118,7 +122,7 @@ static int take_line(megatron_scan *st, const unsigned char *a, const unsigned c
         if (r == NULL) {                                   /* after the last '|': blanks only */
             const unsigned char *last = q;
             for (; q < b; q++) if (!blank(*q)) return -1;
-            if (all_kept && fields == count) keep_template(memo, st, bar, last, vs_of, ve_of, keys, count);
+            if (all_kept && fields == count) keep_template(memo, st, bar, last, b, vs_of, ve_of, keys, values, count);
             break;
         }
         const unsigned char *colon = memchr(q, ':', (size_t)(r - q));
@@ -228,20 +232,22 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
     line_memo memo;
     int last_count = -1;
     memo.count = 0;
+    memo.line_len = memo.head_len = -1;
     for (int i = 0; i < MAX_FIELDS; i++) memo.guess[i] = -1;
     while (!st->done) {
         const unsigned char *a = data + st->pos;
         const unsigned char *nl = memchr(a, '\n', (size_t)(len - st->pos));
         const unsigned char *b = nl ? nl : data + len;
-        const unsigned char *it = find_iteration(a, b);
-        if (it == NULL || memchr(a, '|', (size_t)(b - a)) == NULL) {
+        int head = same_head(&memo, a, b);
+        const unsigned char *it = head ? a + memo.head_it : find_iteration(a, b);
+        if (it == NULL || (!head && memchr(a, '|', (size_t)(b - a)) == NULL)) {
             if (!st->non_ascii) st->non_ascii = first_non_ascii(a, b - a) >= 0;   /* the line is in cache now */
             st->flags |= needles(a, b);
         } else {
             int64_t iteration = 0, rank = -1, flags = 0;
             int templated = 0;
             const unsigned char *unchecked = b;                /* [a, unchecked) is checked for bytes >= 0x80 */
-            int count = take_line(st, a, b, it, keys, values, &memo, &iteration, &rank, &flags, &templated,
+            int count = take_line(st, a, b, it, head, keys, values, &memo, &iteration, &rank, &flags, &templated,
                                   &unchecked);
             if (!st->non_ascii) st->non_ascii = first_non_ascii(a, unchecked - a) >= 0;
             if (count < 0) {
@@ -255,7 +261,7 @@ static int scan_lines(megatron_scan *st, const unsigned char *data, int64_t len,
             } else {
                 if (st->rows + count > st->rows_cap) return 1;
                 if (templated) {
-                    store_rows(st, memo.keys, memo.perm, values, count, iteration, rank, counts);
+                    store_template_rows(st, &memo, values, iteration, rank, counts);
                 } else {
                     if (count != last_count || memcmp(keys, last_keys, sizeof(int32_t) * (size_t)count) != 0) {
                         sort_fields(st, keys, count, perm);
