@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import time
 
 import pytest
 
@@ -71,4 +72,29 @@ def test_an_error_that_cannot_be_pickled_arrives_as_its_text():
 def test_a_worker_that_dies_is_an_error_naming_its_exit_code():
     with pytest.raises(RuntimeError, match=r"stopped during its job, exit code 7"):
         map_in_processes(_die, [(i,) for i in range(4)], workers=2)
+    assert multiprocessing.active_children() == []
+
+
+class _SlowToUnpickle:
+    """A result that takes the parent a while to unpickle, and says when that ended."""
+
+    def __init__(self, started: float):
+        self.started = started
+
+    def __reduce__(self):
+        return _slow_rebuild, (self.started,)
+
+
+def _slow_rebuild(started: float) -> tuple[float, float]:
+    time.sleep(0.5)
+    return started, time.monotonic()
+
+
+def _started_at(_index: int) -> _SlowToUnpickle:
+    return _SlowToUnpickle(time.monotonic())        # CLOCK_MONOTONIC: one clock for every process
+
+
+def test_a_worker_gets_its_next_job_before_the_parent_unpickles_its_last_result():
+    (_, first_unpickled), (second_started, _) = map_in_processes(_started_at, [(0,), (1,)], workers=1)
+    assert second_started < first_unpickled
     assert multiprocessing.active_children() == []
