@@ -9,11 +9,11 @@ stops every worker at once and the program exits at once.
 Each worker has one pipe; the parent sends a worker its next job only when it has read the worker's
 last result, so neither side ever waits on the other. It sends it as soon as it has the result's bytes, and
 only then unpickles them: the worker computes its next job meanwhile instead of waiting (a compared unit's
-result takes the parent 20-70 ms to unpickle, once per unit, on the benchmark's 8 units). Results travel in a
-frame of our own (:func:`_write_message`, :func:`_read_message`), read into one buffer of their size:
-``Connection.recv_bytes`` asks ``os.read`` for all the bytes still missing at every chunk of the socket, which
-allocates and shrinks a buffer of that size each time (an 11 MB result: 14-17 ms of the parent's CPU and 30-60 ms
-during which the worker waits in its send, against 3 ms and 10 ms). ``concurrent.futures.ProcessPoolExecutor`` was
+result takes the parent 12-22 ms to unpickle on an idle machine, 50 ms and more under load, once per unit).
+Results travel in a frame of our own (:func:`_write_message`, :func:`_read_message`), read into one buffer of
+their size: ``Connection.recv_bytes`` asks ``os.read`` for all the bytes still missing at every chunk of the
+socket, which allocates and shrinks a buffer of that size each time, then copies the whole once more (11 MB
+messages in a loop: 14-17 ms of the parent's CPU and 30-60 ms of wall each, against 3 ms and 10 ms). ``concurrent.futures.ProcessPoolExecutor`` was
 used before: after Ctrl-C or SIGTERM, terminating its workers raced its manager thread ("Bad file
 descriptor" tracebacks) and its queue's feeder thread could block the exit for ever (CPython
 gh-107219). Here the parent only sends, receives and waits, in its main thread, where a signal's
