@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import time
 
 import pytest
 
@@ -72,3 +73,53 @@ def test_a_worker_that_dies_is_an_error_naming_its_exit_code():
     with pytest.raises(RuntimeError, match=r"stopped during its job, exit code 7"):
         map_in_processes(_die, [(i,) for i in range(4)], workers=2)
     assert multiprocessing.active_children() == []
+
+
+class _SlowToUnpickle:
+    """A result that takes the parent a while to unpickle, and says when that ended."""
+
+    def __init__(self, started: float):
+        self.started = started
+
+    def __reduce__(self):
+        return _slow_rebuild, (self.started,)
+
+
+def _slow_rebuild(started: float) -> tuple[float, float]:
+    time.sleep(0.5)
+    return started, time.monotonic()
+
+
+def _started_at(_index: int) -> _SlowToUnpickle:
+    return _SlowToUnpickle(time.monotonic())        # CLOCK_MONOTONIC: one clock for every process
+
+
+def test_a_worker_gets_its_next_job_before_the_parent_unpickles_its_last_result():
+    (_, first_unpickled), (second_started, _) = map_in_processes(_started_at, [(0,), (1,)], workers=1)
+    assert second_started < first_unpickled
+    assert multiprocessing.active_children() == []
+
+
+def _large(index: int) -> bytes:
+    return bytes(range(256)) * (50_000 + index)        # 12.8 MB and more: many reads of the socket each
+
+
+def test_large_results_arrive_whole_and_in_order():
+    results = map_in_processes(_large, [(i,) for i in range(4)], workers=2)
+    assert [len(r) for r in results] == [256 * (50_000 + i) for i in range(4)]
+    assert all(r == _large(i) for i, r in enumerate(results))
+
+
+def test_a_message_cut_short_is_the_end_of_its_writer():
+    from workbench.process_pool import _read_message, _write_message
+
+    reader, writer = os.pipe()
+    try:
+        _write_message(writer, b"abc" * 1000)
+        os.write(writer, (10).to_bytes(8, "big") + b"short")       # a size, then fewer bytes: the writer died
+        os.close(writer)
+        assert _read_message(reader) == b"abc" * 1000
+        with pytest.raises(EOFError):
+            _read_message(reader)
+    finally:
+        os.close(reader)
