@@ -12,21 +12,20 @@ import math
 import numpy as np
 import pytest
 
-from workbench import native
 from workbench.report import float_repr
 from workbench.report.float_repr import float_reprs
 
 
-def _library():
-    library = native.library("floatrepr")
-    if library is None:
+def _function():
+    function = float_repr._function()
+    if function is None:
         pytest.skip("the floatrepr library is not built (python workbench/native/build.py)")
-    return library
+    return function
 
 
 def _same_as_repr(values) -> None:
     values = np.asarray(values, dtype=np.float64)
-    got = float_repr._compiled(_library(), values, len(values))
+    got = float_repr._compiled(_function(), values, len(values))
     want = list(map(float.__repr__, values.tolist()))
     assert len(got) == len(want)
     wrong = [(w, g) for w, g in zip(want, got, strict=True) if w != g]
@@ -74,18 +73,16 @@ def test_without_the_library_the_text_is_repr(monkeypatch):
 
 
 def test_a_buffer_or_table_too_small_is_refused_not_overrun():
-    library = _library()
-    function = library.floatrepr_lines
-    function.restype = ctypes.c_int64
+    function = _function()
     inverse, powers = float_repr._tables()
     values = np.full(4, -2.2250738585072014e-308)
     out = bytearray(float_repr.LINE * 4 + 8)
     u64 = ctypes.POINTER(ctypes.c_uint64)
 
     def call(count, ninv, npow, cap):
-        return function(values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int64(count),
-                        inverse.ctypes.data_as(u64), ctypes.c_int64(ninv), powers.ctypes.data_as(u64),
-                        ctypes.c_int64(npow), (ctypes.c_char * len(out)).from_buffer(out), ctypes.c_int64(cap))
+        return function(values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), count, inverse.ctypes.data_as(u64),
+                        ninv, powers.ctypes.data_as(u64), npow,
+                        ctypes.addressof((ctypes.c_char * len(out)).from_buffer(out)), cap)
 
     full = len(inverse) // 2, len(powers) // 2
     assert call(4, *full, float_repr.LINE * 4 - 1) == -1

@@ -122,11 +122,13 @@ static double number(Scan *s, int *integer, int64_t *whole) {
         return (double)*whole;
     }
     if (size > MAX_NUMBER) irregular(s);
+    double value;
+    if (s->fast_decimal && decimal_fast(s->p + start, size, &value)) return value;
     char copy[MAX_NUMBER + 1];
     memcpy(copy, s->p + start, (size_t)size);
     copy[size] = 0;
     char *end = NULL;
-    double value = strtod(copy, &end);
+    value = strtod(copy, &end);
     if (end != copy + size) irregular(s);           /* a locale with another decimal point */
     return value;
 }

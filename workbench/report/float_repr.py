@@ -43,27 +43,39 @@ def _scaled(value: int) -> int:
 def float_reprs(values) -> list[str]:
     """``list(map(repr, values.tolist()))`` for a one-dimensional float64 array."""
     count = len(values)
-    library = native.library("floatrepr") if count else None
-    if library is not None:
-        texts = _compiled(library, values, count)
+    function = _function() if count else None
+    if function is not None:
+        texts = _compiled(function, values, count)
         if texts is not None:
             return texts
     return list(map(float.__repr__, values.tolist()))
 
 
-def _compiled(library, values, count: int) -> list[str] | None:
+def _function():
+    """``floatrepr_lines`` of the built library, typed, or None (off, not built, stale)."""
+    library = native.library("floatrepr")
+    return None if library is None else _typed(library)
+
+
+@functools.lru_cache(maxsize=None)
+def _typed(library):
+    function = library.floatrepr_lines
+    u64, i64 = ctypes.POINTER(ctypes.c_uint64), ctypes.c_int64
+    function.argtypes = [ctypes.POINTER(ctypes.c_double), i64, u64, i64, u64, i64, ctypes.c_void_p, i64]
+    function.restype = i64
+    return function
+
+
+def _compiled(function, values, count: int) -> list[str] | None:
     import numpy as np
 
     values = np.ascontiguousarray(values, dtype=np.float64)
     inverse, powers = _tables()
     out = bytearray(LINE * count)
-    function = library.floatrepr_lines
-    function.restype = ctypes.c_int64
-    pointer = ctypes.POINTER
-    written = function(values.ctypes.data_as(pointer(ctypes.c_double)), ctypes.c_int64(count),
-                       inverse.ctypes.data_as(pointer(ctypes.c_uint64)), ctypes.c_int64(len(inverse) // 2),
-                       powers.ctypes.data_as(pointer(ctypes.c_uint64)), ctypes.c_int64(len(powers) // 2),
-                       (ctypes.c_char * len(out)).from_buffer(out), ctypes.c_int64(len(out)))
-    if written < 0:
+    u64 = ctypes.POINTER(ctypes.c_uint64)
+    written = function(values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), count,
+                       inverse.ctypes.data_as(u64), len(inverse) // 2, powers.ctypes.data_as(u64), len(powers) // 2,
+                       ctypes.addressof((ctypes.c_char * len(out)).from_buffer(out)), len(out))
+    if written < 0:                     # a capacity check refused (never with these sizes): repr instead
         return None
     return out[:written].decode("ascii").split("\n")
