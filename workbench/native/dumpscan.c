@@ -325,19 +325,4 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
     return code;
 }
 
-/* A number token as the scanner reads it (for the tests: decimal.h's path against float()): *fast is 1 when
-   decimal.h decided it, 0 when strtod did. Returns 0, or -1 for a token the scanner does not read. */
-int dumpscan_number(const unsigned char *text, int64_t size, double *out, int *fast) {
-    Scan s;
-    memset(&s, 0, sizeof s);
-    s.p = text; s.n = size; s.fast_decimal = decimal_fast_usable();
-    double probe;
-    *fast = s.fast_decimal && size > 0 && decimal_fast(text, size, &probe);
-    if (setjmp(s.fail)) return -1;
-    int integer;
-    int64_t whole;
-    *out = number(&s, &integer, &whole);
-    return s.i == size ? 0 : -1;
-}
-
 #include "dumpside.h"
