@@ -8,7 +8,8 @@
    counts, and its statistics as doubles. A spelling id is the index of its first occurrence in
    `dist` (offset, length), found through an open-addressing table the caller sized (exact byte
    comparison, no hashing shortcut). Numbers: integers of up to 18 digits exactly, other numbers
-   with strtod on a bounded copy (correctly rounded, as Python's float()), NaN/Infinity/-Infinity as
+   with decimal.h's one x87 operation where it decides exactly, else strtod on a bounded copy (both
+   correctly rounded, as Python's float()), NaN/Infinity/-Infinity as
    Python's json module reads them.
 
    It never allocates and never reads past `size`. Anything it does not handle exactly (escapes in
@@ -40,9 +41,11 @@ typedef struct {
     int64_t *rows; double *stats; int64_t row_cap, nrows, ncols;
     int64_t *dist; int64_t dist_cap, ndist;                      /* 2 per spelling: off, len */
     int64_t *table; int64_t table_mask;                          /* -1: free */
+    int fast_decimal;                                            /* decimal.h's path is usable */
     jmp_buf fail;
 } Scan;
 
+#include "decimal.h"
 #include "dumpjson.h"
 
 /* A shape: a list of non-negative integers (no sign, fraction or exponent), its raw text interned. */
@@ -312,6 +315,7 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
     s.entries = entries; s.entry_cap = entry_cap;
     s.rows = rows; s.stats = stats; s.row_cap = row_cap; s.ncols = C_FIXED + nmd5;
     s.dist = dist; s.dist_cap = dist_cap; s.table = table; s.table_mask = table_size - 1;
+    s.fast_decimal = decimal_fast_usable();
     counts[0] = counts[1] = counts[2] = counts[3] = 0;
     if (nkeys > 64 || s.nfields > MAX_FIELDS || table_size < 2 * dist_cap || table_size < 2 ||
         (table_size & (table_size - 1)) != 0 || size < 0)
@@ -320,6 +324,5 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
     counts[0] = s.nentries; counts[1] = s.nrows; counts[2] = s.ndist; counts[3] = s.i;
     return code;
 }
-
 
 #include "dumpside.h"

@@ -17,6 +17,8 @@ import io
 import os
 import re
 
+from .float_repr import float_reprs
+
 BLOCK = 16384                      # rows formatted at a time: one block's cells exist at once, not the table's
 _PLAIN_TYPES = (str, int, float, bool)
 
@@ -123,12 +125,13 @@ def _float_cells(values) -> list[str]:
 def _float_texts(values) -> list[str]:
     """``values.astype(str).tolist()``: for float64, ``repr`` of each value, which prints the same shortest
     round-trip digits in the same layout (numpy's Dragon4 against Python's dtoa; tests/test_report_csv.py holds
-    them equal on random bit patterns and edges) in about half the time, with no fixed-width string array between;
-    other float types keep numpy's own (shortest digits of their own precision)."""
+    them equal on random bit patterns and edges), compiled where the library is built (:mod:`.float_repr`, a
+    third of repr's time), with no fixed-width string array between; other float types keep numpy's own
+    (shortest digits of their own precision)."""
     import numpy as np
 
     if values.dtype == np.float64:
-        return list(map(float.__repr__, values.tolist()))
+        return float_reprs(values)
     return values.astype(str).tolist()
 
 
