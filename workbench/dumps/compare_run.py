@@ -105,14 +105,16 @@ def _import_unit_modules() -> None:
 
 def _load_unit_knowledge(arch: str | None) -> None:
     """What every unit loads and keeps (the specs' module templates that format detection tries, the operator
-    table, the compiled dump scanner), loaded once in the parent before the pool forks: otherwise each worker
-    loads it again before its first unit, CPU that only ``--workers`` pays, while the other workers need the
-    cores. A bad ``--arch`` or knowledge file is left to the units, which report it as without the pool."""
+    table, the compiled dump scanner and float formatter), loaded once in the parent before the pool forks:
+    otherwise each worker loads it again before its first unit, CPU that only ``--workers`` pays, while the other
+    workers need the cores. A bad ``--arch`` or knowledge file is left to the units, which report it as without the pool."""
     from ..native import library
+    from ..report import float_repr
     from ..spec.modules import module_fits
     from .match_ops import load_operators
 
     library("dumpscan")
+    float_repr.preload()
     for load in (lambda: module_fits([], [arch] if arch else None), load_operators):
         try:
             load()
