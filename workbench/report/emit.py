@@ -9,7 +9,6 @@ per table (split past Excel's row limit). Files are written atomically; an exist
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -50,7 +49,8 @@ def _rendered(result: Result, output_format: str) -> str | bytes | list[str]:
     if output_format in result.renderers:
         return result.renderers[output_format](result)
     if output_format == "json":
-        return json.dumps(result.to_dict(), indent=2, default=str) + "\n"
+        from .json_text import json_text
+        return json_text(result)
     if output_format == "csv":
         from .csv_text import frame_csv
         return frame_csv(result.main_table)
