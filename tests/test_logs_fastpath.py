@@ -293,3 +293,30 @@ def test_block_values_are_one_slice_only_when_written_in_a_row():
     gap = norm_frame(blocks(0, 6), "run", 0)
     assert gap["value"].tolist() == [0, 1, 2, 6, 7, 8] and not np.shares_memory(gap["value"].to_numpy(), array)
     assert gap["step"].tolist() == [1] * 3 + [2] * 3 and gap["numel"].tolist() == [1, 2, 3] * 2
+
+
+def test_norm_frame_text_columns_equal_frame_and_take_names():
+    """``norm_frame``'s ``param`` and ``definition`` (one allocation in the uniform case) equal
+    ``tables.frame`` over the rows written out one by one, for uniform blocks, blocks of several
+    definitions and lengths, and an empty block; a name written into ``param`` (as ``Param groups``
+    and ``attach_names`` do) leaves ``definition`` as it was."""
+    from workbench.logs.norm_rows import NormBlock, norm_frame
+    from workbench.logs.schema import LOCAL_NORM_COLUMNS
+    from workbench.logs.tables import frame
+
+    sizes, few = np.array([4, 5, 6], dtype=np.int64), np.array([7], dtype=np.int64)
+    def block(step, definition, sizes=sizes, positions=None):
+        count = len(sizes) if positions is None else len(positions)
+        return NormBlock(10 * step, sizes, positions, np.arange(count, dtype=np.float64) + step, step=step,
+                         definition=definition)
+    cases = [[block(1, "sum_sq"), block(2, "sum_sq")],
+             [block(1, "sum_sq"), block(2, "norm"), block(3, "sum_sq", few),
+              block(4, "norm", positions=np.array([0, 2], dtype=np.int64)), block(5, "x", few, np.zeros(0, np.int64))]]
+    for blocks in cases:
+        rows = [("run", 0, b.step, -1, p, "", int(b.numel()[i]), float(b.values[i]), b.definition, b.first)
+                for b in blocks for i, p in enumerate(range(len(b)) if b.positions is None else b.positions.tolist())]
+        got = norm_frame(blocks, "run", 0)
+        pd.testing.assert_frame_equal(got, frame(rows, LOCAL_NORM_COLUMNS), check_exact=True)
+        definitions = got["definition"].tolist()
+        got.loc[got.index[:2], "param"] = ["w1", "w2"]
+        assert got["param"].tolist()[:3] == ["w1", "w2", ""] and got["definition"].tolist() == definitions
