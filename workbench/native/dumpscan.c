@@ -26,8 +26,9 @@ const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
 enum { SCAN_OK = 0, SCAN_IRREGULAR = 1, SCAN_FULL = 2 };
 enum { F_TYPE = 0, F_DTYPE, F_SHAPE, F_NAN, F_INF, F_FIXED };   /* then md5 fields, then stat fields */
+/* C_INNER: the position in a nested list, or -1; after C_FIXED, one id per md5 field */
 enum { C_ENTRY = 0, C_KEY, C_INDEX, C_SUB_OFF, C_SUB_LEN, C_NULL, C_TYPE, C_DTYPE, C_SHAPE, C_NAN, C_INF,
-       C_INNER, C_FIXED };                                       /* C_INNER: position in a nested list, or -1 */                                                /* then one id per md5 field */
+       C_INNER, C_FIXED };
 #define MAX_FIELDS 64
 #define MAX_NUMBER 63
 
