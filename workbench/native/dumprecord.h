@@ -28,18 +28,26 @@ static int64_t shape(Scan *s, int64_t depth) {
     return intern(s, start, s->i - start);
 }
 
-/* A tensor record (an object with "type"): one row. */
-static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index, int64_t inner,
-                   int64_t sub_off, int64_t sub_len) {
-    if (depth > s->depth_limit) irregular(s);
+/* The next row (not counted yet) with its place filled in, no spellings (-1) and no statistics (NaN). */
+static int64_t *blank_row(Scan *s, int64_t entry, int64_t key, int64_t index, int64_t sub_off, int64_t sub_len,
+                          int64_t null) {
     if (s->nrows >= s->row_cap) full(s);
     int64_t *row = s->rows + s->nrows * s->ncols;
     double *stat = s->stats + s->nrows * s->nstat;
     row[C_ENTRY] = entry; row[C_KEY] = key; row[C_INDEX] = index; row[C_SUB_OFF] = sub_off;
-    row[C_SUB_LEN] = sub_len; row[C_NULL] = 0;
+    row[C_SUB_LEN] = sub_len; row[C_NULL] = null;
     for (int64_t k = C_TYPE; k < s->ncols; k++) row[k] = -1;
-    row[C_INNER] = inner;
     for (int64_t k = 0; k < s->nstat; k++) stat[k] = NAN;
+    return row;
+}
+
+/* A tensor record (an object with "type"): one row. */
+static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t index, int64_t inner,
+                   int64_t sub_off, int64_t sub_len) {
+    if (depth > s->depth_limit) irregular(s);
+    int64_t *row = blank_row(s, entry, key, index, sub_off, sub_len, 0);
+    double *stat = s->stats + s->nrows * s->nstat;
+    row[C_INNER] = inner;
     uint64_t seen = 0;
     s->i++;
     space(s);
@@ -107,13 +115,7 @@ static void record(Scan *s, int64_t depth, int64_t entry, int64_t key, int64_t i
 }
 
 static void null_row(Scan *s, int64_t entry, int64_t key, int64_t index, int64_t sub_off, int64_t sub_len) {
-    if (s->nrows >= s->row_cap) full(s);
-    int64_t *row = s->rows + s->nrows * s->ncols;
-    double *stat = s->stats + s->nrows * s->nstat;
-    row[C_ENTRY] = entry; row[C_KEY] = key; row[C_INDEX] = index; row[C_SUB_OFF] = sub_off;
-    row[C_SUB_LEN] = sub_len; row[C_NULL] = 1;
-    for (int64_t k = C_TYPE; k < s->ncols; k++) row[k] = -1;
-    for (int64_t k = 0; k < s->nstat; k++) stat[k] = NAN;
+    blank_row(s, entry, key, index, sub_off, sub_len, 1);
     s->nrows++;
 }
 
