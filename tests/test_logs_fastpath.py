@@ -296,13 +296,13 @@ def test_block_values_are_one_slice_only_when_written_in_a_row():
 
 
 def test_norm_frame_text_columns_equal_frame_and_take_names():
-    """``norm_frame``'s ``param`` and ``definition`` (one allocation in the uniform case) equal
+    """``norm_frame``'s ``param`` and ``definition`` (Categoricals built from codes) equal
     ``tables.frame`` over the rows written out one by one, for uniform blocks, blocks of several
-    definitions and lengths, and an empty block; a name written into ``param`` (as ``Param groups``
-    and ``attach_names`` do) leaves ``definition`` as it was."""
+    definitions and lengths, and an empty block; names set into ``param`` (``set_texts``, as ``Param
+    groups`` and ``attach_names`` do) leave ``definition`` as it was and the other rows' names."""
     from workbench.logs.norm_rows import NormBlock, norm_frame
     from workbench.logs.schema import LOCAL_NORM_COLUMNS
-    from workbench.logs.tables import frame
+    from workbench.logs.tables import frame, set_texts
 
     sizes, few = np.array([4, 5, 6], dtype=np.int64), np.array([7], dtype=np.int64)
     def block(step, definition, sizes=sizes, positions=None):
@@ -317,6 +317,8 @@ def test_norm_frame_text_columns_equal_frame_and_take_names():
                 for b in blocks for i, p in enumerate(range(len(b)) if b.positions is None else b.positions.tolist())]
         got = norm_frame(blocks, "run", 0)
         pd.testing.assert_frame_equal(got, frame(rows, LOCAL_NORM_COLUMNS), check_exact=True)
+        assert isinstance(got["param"].dtype, pd.CategoricalDtype) and isinstance(got["definition"].dtype, pd.CategoricalDtype)
         definitions = got["definition"].tolist()
-        got.loc[got.index[:2], "param"] = ["w1", "w2"]
+        got["param"] = set_texts(got["param"], [0, 1], ["w1", "w2"])
         assert got["param"].tolist()[:3] == ["w1", "w2", ""] and got["definition"].tolist() == definitions
+        assert list(got["param"].cat.categories) == sorted({"w1", "w2", ""} if len(got) > 2 else {"w1", "w2"})

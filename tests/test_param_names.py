@@ -36,6 +36,7 @@ def test_megatron_patch_list_gets_the_optimizer_names_back(tmp_path):
     checkpoint = next(path for path in result.checkpoints if path.name == "model_optim_rng.pt")
     recovered = attach_names(nameless, optimizer_order(names_from_checkpoint(checkpoint)), str(checkpoint))
     assert recovered.local_norms["param"].tolist() == truth
+    assert list(recovered.local_norms["param"].cat.categories) == sorted(truth)    # a text column: Categorical
     assert recovered.local_norms["value"].tolist() == pytest.approx([named[name] for name in truth])
     short = tmp_path / "short.log"                          # a list from another model: the count disagrees
     short.write_text("[" + ", ".join(f"tensor({named[name]!r})" for name in truth[:-1]) + "]\n"
@@ -51,6 +52,7 @@ def test_mindformers_block_gets_names_from_the_checkpoint_and_a_reordered_block_
     result = _one_step("mindformers", tmp_path / "run", jit=False)
     logged = read_log(result.log)                           # names from the run's own Param groups block
     truth = logged.local_norms["param"].tolist()
+    assert list(logged.local_norms["param"].cat.categories) == sorted(truth)        # set_texts: every name, sorted
     values = logged.local_norms["value"].tolist()
     checkpoint = next(path for path in result.checkpoints if path.suffix == ".ckpt")
     order = optimizer_order(names_from_checkpoint(checkpoint))

@@ -52,7 +52,7 @@ def squared_norms(series: LogSeries) -> tuple[pd.DataFrame, str]:
         raise InputError(series.source, "local norms without parameter names",
                          "recover the names first (the Param groups block, or --names CHECKPOINT)")
     values = table["value"].astype(np.float64)
-    frame = table.assign(sum_sq=values if squared else values ** 2)
+    frame = table.assign(sum_sq=values if squared else values ** 2, param=table["param"].astype(object))
     return _merge_ranks(frame), definitions[0]
 
 

@@ -24,7 +24,7 @@ from .formats import LogFormat
 from .megatron_columns import fast_group, groups, iteration_lines
 from .lines import bad_bytes_note, bad_lines, chunks, rank_of, text
 from .schema import LOCAL_NORM_COLUMNS, SERIES_COLUMNS, LogSeries
-from .tables import categorical, code_of, frame, labels, narrow
+from .tables import categorical, code_of, frame, texts, narrow
 from .values import floats, parse_joined
 
 ITERATION = re.compile(rb"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
@@ -245,7 +245,7 @@ def _series_frame(label: str, parts: list, native=None, metrics=(), coded=None):
     if not parts and native is None or len(columns[0]) == 0:
         return frame([], SERIES_COLUMNS)
     rank, step, line, code, value = columns
-    return pd.DataFrame({"run": labels(label, len(rank)), "rank": rank, "step": step,
+    return pd.DataFrame({"run": texts(label, len(rank)), "rank": rank, "step": step,
                          "metric": categorical(code, metrics, counts, recode), "value": value, "line": line},
                         copy=False)
 

@@ -3,8 +3,11 @@
 onto the nameless ``local_norm`` blocks when ``norm_size`` lists as many parameters."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InputError
 from ..input_files import parse_json
+from .tables import set_texts
 
 MAX_GROUP_LINES = 2_000_000          # a Param groups block longer than this is not one
 MAX_JSON_DEPTH = 32
@@ -44,5 +47,6 @@ def name_blocks(norms, order: list[str], lengths: set[int], notes: list[str], de
         notes.append(f"Param groups lists {len(order)} parameters but norm_size lists "
                      f"{', '.join(map(str, sorted(lengths)))}: names not attached (is the log from the same run?)")
         return
-    norms.loc[rows, "param"] = [order[position] for position in norms.loc[rows, "position"]]
+    norms["param"] = set_texts(norms["param"], np.flatnonzero(rows.to_numpy()),
+                               [order[position] for position in norms.loc[rows, "position"]])
     notes.append(f"local_norm names from the Param groups block ({len(order)} parameters, optimizer order)")

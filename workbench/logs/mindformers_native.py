@@ -191,7 +191,7 @@ class NativeSteps:
         (``tables.typed_frame`` of them all): each line is read by one of the two, so the parser's rows go
         in where their line numbers fall, a line's rows in their order."""
         from .schema import SERIES_COLUMNS
-        from .tables import categorical, code_of, frame, labels, narrow
+        from .tables import categorical, code_of, frame, texts, narrow
 
         taken = self.taken or [tuple(array[:0] for array in self.rows)]
         step, line, code, value = (np.concatenate(columns) for columns in zip(*taken, strict=True))
@@ -205,7 +205,7 @@ class NativeSteps:
         if not len(step):
             return frame([], SERIES_COLUMNS)
         rank = narrow(np.full(len(step), state.rank, dtype=np.int64))
-        return pd.DataFrame({"run": labels(state.run, len(step)), "rank": rank, "step": narrow(step),
+        return pd.DataFrame({"run": texts(state.run, len(step)), "rank": rank, "step": narrow(step),
                              "metric": categorical(code, metrics), "value": value, "line": narrow(line)}, copy=False)
 
 

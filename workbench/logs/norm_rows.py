@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import LOCAL_NORM_COLUMNS
-from .tables import frame, labels, narrow
+from .tables import categorical, frame, narrow, texts
 
 
 @dataclass
@@ -48,15 +48,13 @@ def _block_columns(blocks: list[NormBlock], rank: int) -> dict:
         return np.repeat(np.array(values, dtype=dtype), counts)
     positions = [np.arange(count, dtype=np.int64) if block.positions is None else block.positions
                  for block, count in zip(blocks, counts, strict=True)]
-    definitions, start = np.empty(total, dtype=object), 0
-    for block, count in zip(blocks, counts, strict=True):
-        definitions[start:start + count] = block.definition
-        start += count
+    names = list(dict.fromkeys(block.definition for block in blocks))
+    definitions = categorical(repeat([names.index(block.definition) for block in blocks], np.int8), names)
     return {"rank": narrow(np.full(total, rank, dtype=np.int64)),
             "step": narrow(repeat([block.step for block in blocks], np.int64)),
             "micro_step": np.full(total, -1, dtype=np.int32),
             "position": narrow(np.concatenate(positions)),
-            "param": _objects("", total),
+            "param": texts("", total),
             "numel": narrow(np.concatenate([block.numel() for block in blocks])),
             "value": _joined([block.values for block in blocks]),
             "definition": definitions,
@@ -85,11 +83,8 @@ def _uniform_columns(blocks: list[NormBlock], rank: int) -> dict:
     if values is None:
         values = np.empty(total, dtype=np.float64)
         np.concatenate([block.values for block in blocks], out=values)
-    texts = np.empty(2 * total, dtype=object)              # one allocation for both text columns
-    texts[:total] = ""
-    texts[total:] = blocks[0].definition
-    return {"rank": rank_, "step": step, "micro_step": micro, "position": position, "param": texts[:total],
-            "numel": numel, "value": values, "definition": texts[total:], "line": line}
+    return {"rank": rank_, "step": step, "micro_step": micro, "position": position, "param": texts("", total),
+            "numel": numel, "value": values, "definition": texts(blocks[0].definition, total), "line": line}
 
 
 def slab(count: int, columns: int, dtype=np.int64) -> list[np.ndarray]:
@@ -123,10 +118,11 @@ def _joined(values: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(values).astype(np.float64, copy=False)
 
 
-def _objects(value: str, count: int) -> np.ndarray:
-    filled = np.empty(count, dtype=object)
-    filled.fill(value)
-    return filled
+def _joined_column(pieces: list) -> np.ndarray | pd.Categorical:
+    """One column of several parts: text columns (Categoricals) by their texts, as ``frame`` types them."""
+    if isinstance(pieces[0], pd.Categorical):
+        return pd.Categorical(np.concatenate([np.asarray(piece, dtype=object) for piece in pieces]))
+    return np.concatenate([np.asarray(piece) for piece in pieces])
 
 
 def recent_count(norms: list, step: int, definition: str, window: int = 5000) -> int:
@@ -155,7 +151,7 @@ def norm_frame(norms: list, run: str, rank: int) -> pd.DataFrame:
             parts.append(_block_columns(list(group), rank))
         else:
             table = frame(list(group), LOCAL_NORM_COLUMNS)
-            parts.append({column: table[column].to_numpy() for column in LOCAL_NORM_COLUMNS[1:]})
-    data = parts[0] if len(parts) == 1 else {column: np.concatenate([part[column] for part in parts])
+            parts.append({column: table[column].array for column in LOCAL_NORM_COLUMNS[1:]})
+    data = parts[0] if len(parts) == 1 else {column: _joined_column([part[column] for part in parts])
                                              for column in LOCAL_NORM_COLUMNS[1:]}
-    return pd.DataFrame({"run": labels(run, len(data["value"])), **data}, copy=False)
+    return pd.DataFrame({"run": texts(run, len(data["value"])), **data}, copy=False)

@@ -24,8 +24,11 @@ from __future__ import annotations
 from math import prod
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from .schema import LogSeries
+from .tables import set_texts
 
 
 def takes_weight_decay(name: str, shape: tuple[int, ...]) -> bool:
@@ -50,6 +53,7 @@ def names_from_checkpoint(path: Path | str) -> list[tuple[str, tuple[int, ...]]]
 def attach_names(series: LogSeries, order: list[tuple[str, int]], origin: str) -> LogSeries:
     """``series`` with ``param`` filled from ``order`` (optimizer order), validated per step."""
     table = series.local_norms.copy()
+    at, names = [], []                      # row positions and the names they get
     for (_rank, step), rows in table.groupby(["rank", "step"], sort=False):
         positions = rows["position"].tolist()
         if len(positions) != len(order):
@@ -61,7 +65,10 @@ def attach_names(series: LogSeries, order: list[tuple[str, int]], origin: str) -
                 raise InputError(series.source, f"step {step} position {position}: the log says {numel} elements, "
                                  f"{origin} puts {name} ({expected} elements) there",
                                  "the order differs: pass the checkpoint of this run, or the Param groups block")
-        table.loc[rows.index, "param"] = [order[p][0] for p in positions]
+        at.append(table.index.get_indexer(rows.index))
+        names += [order[p][0] for p in positions]
+    if names:
+        table["param"] = set_texts(table["param"], np.concatenate(at), names)
     named = LogSeries(series.source, series.format, series.series, table, dict(series.facts),
                       series.notes + [f"parameter names from {origin} (optimizer order: decayed first)"],
                       [name for name, _ in order])
