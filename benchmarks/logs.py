@@ -7,7 +7,9 @@
    reference writer's formatters.
 
 For each: ``grep -c`` on the message's marker (median of --repeats, page cache warm), then
-``read_log`` (median), both as MB/s of wall time and the ratio; the same ratio in CPU time (grep's
+``read_log``: the process's first read of the file (printed apart: it imports the format's reader,
+loads its YAML and faults in fresh memory), then the median of --repeats reads after it, both as MB/s
+of wall time and the ratio (the verdict is the median's: parse throughput, warm like grep's); the same ratio in CPU time (grep's
 from RUSAGE_CHILDREN), which other processes on a shared machine disturb far less; the peak of the
 memory Python and numpy allocate while reading (tracemalloc, one more untimed run) against the file's
 size; and the peak RSS of the process (ru_maxrss).
@@ -30,7 +32,6 @@ Python/numpy path instead.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import resource
 import statistics
 import subprocess
@@ -43,8 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from logs_phases import phases, scan_alone  # noqa: E402
+
 from workbench.logs import read_log  # noqa: E402
-from workbench.logs.logscan import CODES  # noqa: E402
 from workbench.reference.mindformers_log import (format_local_norm_message, format_loss_message,  # noqa: E402
                                                  format_progress_message, line_prefix)
 
@@ -105,14 +107,19 @@ def peak_traced(function) -> int:
 
 
 def compare(path: Path, marker: str, repeats: int) -> dict:
+    """grep's and read_log's throughput on ``path``: read_log's first read in this process apart (it
+    imports the format's reader and loads its YAML, and its memory is fresh), then the median of
+    ``repeats`` reads after it, as grep's is the median of runs on a warm page cache."""
     size_mb = path.stat().st_size / 1e6
     grep, grep_cpu = timed(lambda: subprocess.run(["grep", "-c", "-F", marker, str(path)], check=True,
                                                   capture_output=True), repeats, children=True)
     result = {}
+    first = timed(lambda: result.update(series=read_log(path)), 1)[0]
     parse, parse_cpu = timed(lambda: result.update(series=read_log(path)), repeats)
     series = result.pop("series")
     return {"file": path.name, "MB": size_mb, "grep MB/s": size_mb / grep, "read_log MB/s": size_mb / parse,
-            "ratio": grep / parse, "cpu ratio": grep_cpu / parse_cpu, "rows": len(series.series),
+            "ratio": grep / parse, "cpu ratio": grep_cpu / parse_cpu, "first MB/s": size_mb / first,
+            "first ratio": grep / first, "rows": len(series.series),
             "local norms": len(series.local_norms), "peak MB": peak_traced(lambda: read_log(path)) / 1e6}
 
 
@@ -136,119 +143,6 @@ def floors(path: Path, repeats: int) -> list[str]:
     for name, function in pieces.items():
         said.append(f"  {name:28s} CPU {timed(function, repeats)[1] * 1e3:7.0f} ms")
     return said
-
-
-class _Timed:
-    """A library whose calls are timed into ``spent[label]`` (its functions, called through it)."""
-
-    def __init__(self, lib, spent: dict, label: str):
-        self._lib, self._spent, self._label = lib, spent, label
-
-    def __getattr__(self, name):
-        function = getattr(self._lib, name)
-        return _timer(function, self._spent, self._label) if callable(function) else function
-
-
-def _timer(function, spent: dict, label: str):
-    def timed_call(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
-    return timed_call
-
-
-def _timed_chunks(generator, spent: dict):
-    """A chunk generator whose own time (reading, counting lines, copying) goes to ``spent``."""
-    def timed(*args, **kwargs):
-        chunks = generator(*args, **kwargs)
-        while True:
-            start = time.perf_counter()
-            try:
-                item = next(chunks)
-            except StopIteration:
-                return
-            finally:
-                spent["read chunks"] = spent.get("read chunks", 0.0) + time.perf_counter() - start
-            yield item
-    return timed
-
-
-def phases(path: Path) -> str:
-    """One more ``read_log`` of ``path`` with its phases timed (wall ms), and the page faults and
-    system time of the whole call: where the time goes (one run: expect noise on a shared machine)."""
-    from workbench.logs import megatron, megatron_native, mindformers, mindformers_scan, norm_rows
-
-    spent: dict[str, float] = {}
-    patches = [(megatron_native, "spans", _timed_chunks(megatron_native.spans, spent)),
-               (mindformers, "spans", _timed_chunks(mindformers.spans, spent)),
-               (megatron_native, "library", lambda: _Timed(library(), spent, "C scan")),
-               (mindformers_scan, "library", lambda: _Timed(mf_library(), spent, "C scan")),
-               (megatron, "_slow_line", _timer(megatron._slow_line, spent, "Python lines")),
-               (mindformers, "_line", _timer(mindformers._line, spent, "Python lines")),
-               (megatron, "_series_frame", _timer(megatron._series_frame, spent, "tables")),
-               (mindformers, "norm_frame", _timer(norm_rows.norm_frame, spent, "tables")),
-               (mindformers, "typed_frame", _timer(mindformers.typed_frame, spent, "tables"))]
-    from workbench.logs.logscan import library, mf_library
-
-    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.perf_counter()
-    try:
-        for module, name, replacement in patches:
-            setattr(module, name, replacement)
-        read_log(path)
-    finally:
-        for module, name, original in saved:
-            setattr(module, name, original)
-    total = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    parts = ", ".join(f"{name} {seconds * 1e3:.1f}" for name, seconds in spent.items())
-    rest = total - sum(spent.values())
-    return (f"phases of {path.name} (ms): {parts}, the rest {rest * 1e3:.1f}; total {total * 1e3:.1f} "
-            f"(page faults {after.ru_minflt - before.ru_minflt}, system {1e3 * (after.ru_stime - before.ru_stime):.0f})")
-
-
-def scan_alone(path: Path, repeats: int) -> str:
-    """The compiled Megatron scan alone: each call of ``logscan_megatron`` made by one ``read_log`` is
-    repeated ``repeats`` times from the same state (the struct and the code counts restored), the best
-    CPU time (this thread's: another job's time on the core is not counted) of each summed; its buffer
-    and row arrays are already faulted in from the repeats before."""
-    from workbench.logs import megatron_native
-    from workbench.logs.logscan import library
-
-    lib, best = library(), []
-    if lib is None:
-        return "scan alone: the library is not built"
-
-    class Repeated:
-        def __getattr__(self, name):
-            return getattr(lib, name)
-
-        def logscan_megatron(self, pointer, address, size):
-            state = pointer._obj
-            saved = ctypes.string_at(ctypes.addressof(state), ctypes.sizeof(state))
-            counts_at = ctypes.cast(state.code_rows, ctypes.c_void_p).value
-            counts = ctypes.string_at(counts_at, CODES * 8)
-            times = []
-            for _ in range(repeats):
-                ctypes.memmove(ctypes.addressof(state), saved, len(saved))
-                ctypes.memmove(counts_at, counts, len(counts))
-                start = time.thread_time()
-                status = lib.logscan_megatron(pointer, address, size)
-                times.append(time.thread_time() - start)
-            best.append(min(times))
-            return status
-
-    original = megatron_native.library
-    megatron_native.library = Repeated
-    try:
-        rows = len(read_log(path).series)
-    finally:
-        megatron_native.library = original
-    return (f"scan alone of {path.name}: {sum(best) * 1e3:.1f} ms CPU (best of {repeats} per call, {len(best)} "
-            f"calls), {sum(best) / max(rows, 1) * 1e9:.1f} ns a field ({rows} fields)")
 
 
 def read_ahead(mode: str) -> str:
@@ -297,7 +191,8 @@ def main(argv=None) -> int:
         verdict = "meets" if row["ratio"] >= TARGET else "below"
         print(f"{row['file']:16s} {row['MB']:8.1f} MB  grep -c {row['grep MB/s']:8.1f} MB/s  read_log "
               f"{row['read_log MB/s']:7.1f} MB/s  ratio {row['ratio']:6.1%} ({verdict} the {TARGET:.0%} target; "
-              f"CPU time ratio {row['cpu ratio']:6.1%})  {row['rows']} series rows, {row['local norms']} local "
+              f"CPU time ratio {row['cpu ratio']:6.1%}; the process's first read {row['first MB/s']:7.1f} MB/s, "
+              f"{row['first ratio']:6.1%})  {row['rows']} series rows, {row['local norms']} local "
               f"norms, peak allocated {row['peak MB']:.0f} MB")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; scanner: {scanner()}; "
           f"{said_ahead}")
