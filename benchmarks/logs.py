@@ -44,8 +44,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from logs_phases import phases, scan_alone  # noqa: E402
-
 from workbench.logs import read_log  # noqa: E402
 from workbench.reference.mindformers_log import (format_local_norm_message, format_loss_message,  # noqa: E402
                                                  format_progress_message, line_prefix)
@@ -178,6 +176,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ahead", choices=("auto", "on", "off"), default="auto",
                         help="read chunks on a second thread: as read_log decides, always, or never")
     args = parser.parse_args(argv)
+    from logs_phases import phases, scan_alone            # beside this file (a script's folder is on the path)
     said_ahead = read_ahead(args.ahead)
     with tempfile.TemporaryDirectory() as folder:
         megatron, mindformers = Path(folder) / "megatron.log", Path(folder) / "mindformers.log"
