@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 
 from .formats import load_dump_formats
-from .match_names import cell_text, param_name, stems_of
+from .match_names import cell_text, param_name
+from .match_stems import call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
 
@@ -111,8 +112,8 @@ def calls_of(rows: Rows) -> list[Call]:
     if not rows.size:
         return []
     names, passes = rows["name"], rows["pass"]
-    stems = stems_of(names)
-    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
+    stem_keys, stems_at = call_stems(names)
+    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
@@ -125,8 +126,8 @@ def calls_of(rows: Rows) -> list[Call]:
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
     calls, start = [], 0
-    for number, (side, op, module, pass_, rank, step, first) in enumerate(zip(*texts, *numbers, firsts, strict=True)):
-        stem = stems[first]
+    for number, (side, op, module, pass_, rank, step, stem) in enumerate(zip(*texts, *numbers, stems_at(firsts),
+                                                                            strict=True)):
         calls.append(Call(side, rank, step, stem, op, module, pass_, module_call(stem) is not None,
                           earliest[number], order_list[start:ends[number]]))
         start = ends[number]
