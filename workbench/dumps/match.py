@@ -20,7 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from .match_align import Feature, align
+from .match_align import Feature
+from .match_align_native import aligned
 from .match_calls import Call, Rows, calls_of, known, pair_rows
 from .match_fused import pair_fused
 from .match_mapping import Mapping
@@ -170,7 +171,7 @@ def _no_module_reason(call: Call, side: str) -> str:
 def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
     features_a = _features(builder.rows_a, group_a, ops)
     features_b = _features(builder.rows_b, group_b, ops)
-    pairs = align(features_a, features_b)
+    pairs = aligned(features_a, features_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
         builder.add_calls(group_a[i], group_b[j], "operator",
