@@ -27,19 +27,19 @@ def aligned(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
 
 
 def _numbered(a: list[Feature], b: list[Feature]):
-    """(kinds, keys, lasts, levels) of a then b as arrays, and the number of kinds and of keys."""
+    """(kinds, keys, lasts, levels) of a then b as arrays, and the number of kinds and of keys. A key (class, pass,
+    element counts) holds the kind and the last count: those are numbered once per distinct key."""
     import numpy as np
 
-    kinds: dict = {}
     keys: dict = {}
-    lasts: dict = {}
     both = [*a, *b]
-    kind = [kinds.setdefault(f[:2], len(kinds)) for f in both]        # (cls, pass_)
-    key = [keys.setdefault(f[:3], len(keys)) for f in both]           # Feature.key: (cls, pass_, numels)
-    last = [lasts.setdefault(f.numels[-1:], len(lasts)) for f in both]
+    key = np.asarray([keys.setdefault(f[:3], len(keys)) for f in both], dtype=np.int64)     # Feature.key
+    kinds: dict = {}
+    lasts: dict = {}
+    kind = np.asarray([kinds.setdefault(k[:2], len(kinds)) for k in keys], dtype=np.int64)[key]
+    last = np.asarray([lasts.setdefault(k[2][-1:], len(lasts)) for k in keys], dtype=np.int64)[key]
     level = np.fromiter((f.level for f in both), np.float64, len(both))
-    return (np.asarray(kind, dtype=np.int64), np.asarray(key, dtype=np.int64), np.asarray(last, dtype=np.int64),
-            level, len(kinds), len(keys))
+    return kind, key, last, level, len(kinds), len(keys)
 
 
 def _compiled(function, a: list[Feature], b: list[Feature]) -> list[tuple[int, int]] | None:
