@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from typing import Callable
 
 from .match_align import Feature
@@ -52,12 +54,8 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     ops = ops or load_operators()
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
-    units_b = defaultdict(list)
-    for call in calls_of(builder.rows_b):
-        units_b[(call.rank, call.step)].append(call)
-    units_a = defaultdict(list)
-    for call in calls_of(builder.rows_a):
-        units_a[(call.rank, call.step)].append(call)
+    units_b = _units(calls_of(builder.rows_b))
+    units_a = _units(calls_of(builder.rows_a))
     for rows in (builder.rows_a, builder.rows_b):
         rows.release(keep=("name", "numel", "shape", "l2norm"))    # what pairing and features read later
     for unit in sorted(set(units_a) | set(units_b)):
@@ -73,6 +71,15 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     builder.rows_b.release()
     release_free_memory()
     return Matching(builder.pairs_table(), builder.unmatched_table())
+
+
+def _units(calls: list[Call]) -> dict[tuple, list[Call]]:
+    """(rank, step) -> its calls, in order: calls_of sorts them by rank and step, so each unit is one run (grouped at
+    C speed instead of a key tuple per call)."""
+    units: dict[tuple, list[Call]] = defaultdict(list)
+    for unit, group in groupby(calls, key=attrgetter("rank", "step")):
+        units[unit].extend(group)
+    return units
 
 
 def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], resolve_a, resolve_b,
