@@ -40,17 +40,30 @@ static const char *grad_end(const char *dot, const char *end) {
     return part_ends(after, end) ? after : NULL;
 }
 
+static const char *next_dot(const char *p, const char *end) {                 /* the first "." in [p, end) */
+    return p < end ? memchr(p, '.', (size_t)(end - p)) : NULL;
+}
+
 static int64_t stem_length(const char *line, const char *end) {
-    for (const char *p = line + 1; p < end; p++)
-        if (*p == '.') {
-            const char *found = grad_end(p, end);
-            if (found) return found - line;
-        }
-    for (const char *p = line + 1; p < end; p++)
-        if (*p == '.' && (word_after(p, end, "input", 5) || word_after(p, end, "output", 6)
-                          || word_after(p, end, "parameters", 10)))
+    for (const char *p = next_dot(line + 1, end); p; p = next_dot(p + 1, end)) {
+        const char *found = grad_end(p, end);
+        if (found) return found - line;
+    }
+    for (const char *p = next_dot(line + 1, end); p; p = next_dot(p + 1, end))
+        if (word_after(p, end, "input", 5) || word_after(p, end, "output", 6) || word_after(p, end, "parameters", 10))
             return p - line;
     return end - line;
+}
+
+static int ascii(const char *text, int64_t size) {          /* eight bytes at a time: no byte has its top bit */
+    uint64_t seen = 0, word;
+    int64_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        memcpy(&word, text + i, sizeof word);
+        seen |= word;
+    }
+    for (; i < size; i++) seen |= (unsigned char)text[i];
+    return (seen & 0x8080808080808080ull) == 0;
 }
 
 static uint64_t hash(const char *p, int64_t length) {        /* FNV-1a */
@@ -62,8 +75,7 @@ static uint64_t hash(const char *p, int64_t length) {        /* FNV-1a */
 int64_t callstems_codes(const char *text, int64_t size, int64_t lines, int64_t *start, int64_t *stem, int64_t *code,
                         int64_t *first, int64_t *table, int64_t slots) {
     if (lines < 1 || size < 0 || slots < 2 * lines || (slots & (slots - 1)) != 0) return REFUSED;
-    for (int64_t i = 0; i < size; i++)
-        if ((unsigned char)text[i] >= 0x80) return REFUSED;
+    if (!ascii(text, size)) return REFUSED;
     const char *end = text + size, *line = text;
     int64_t distinct = 0;
     for (int64_t row = 0; row < lines; row++) {
@@ -75,6 +87,11 @@ int64_t callstems_codes(const char *text, int64_t size, int64_t lines, int64_t *
         int64_t length = stem_length(line, stop);
         start[row] = line - text;
         stem[row] = length;
+        if (row && stem[row - 1] == length && memcmp(text + start[row - 1], line, (size_t)length) == 0) {
+            code[row] = code[row - 1];          /* the rows of a call are usually adjacent: no hash table visit */
+            line = stop + 1;
+            continue;
+        }
         uint64_t slot = hash(line, length) & (uint64_t)(slots - 1);
         for (;;) {
             int64_t held = table[slot];
