@@ -125,12 +125,11 @@ def calls_of(rows: Rows) -> list[Call]:
     texts.append(_texts_at(passes, firsts))
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
-    calls, start = [], 0
-    for number, (side, op, module, pass_, rank, step, stem) in enumerate(zip(*texts, *numbers, stems_at(firsts),
-                                                                            strict=True)):
-        calls.append(Call(side, rank, step, stem, op, module, pass_, module_call(stem) is not None,
-                          earliest[number], order_list[start:ends[number]]))
-        start = ends[number]
+    side, op, module, pass_ = texts
+    stems = stems_at(firsts)
+    is_module = [found is not None for found in map(module_call, stems)]
+    own_rows = list(map(order_list.__getitem__, map(slice, [0, *ends[:-1]], ends)))      # each call's rows
+    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, own_rows))   # no loop frame
     _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
