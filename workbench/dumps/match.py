@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from typing import Callable
 
-from .match_align import Feature, align
+from .match_align import Feature
+from .match_align_native import aligned
 from .match_calls import Call, Rows, calls_of, known, pair_rows
 from .match_fused import pair_fused
 from .match_mapping import Mapping
@@ -51,12 +54,8 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     ops = ops or load_operators()
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
-    units_b = defaultdict(list)
-    for call in calls_of(builder.rows_b):
-        units_b[(call.rank, call.step)].append(call)
-    units_a = defaultdict(list)
-    for call in calls_of(builder.rows_a):
-        units_a[(call.rank, call.step)].append(call)
+    units_b = _units(calls_of(builder.rows_b))
+    units_a = _units(calls_of(builder.rows_a))
     for rows in (builder.rows_a, builder.rows_b):
         rows.release(keep=("name", "numel", "shape", "l2norm"))    # what pairing and features read later
     for unit in sorted(set(units_a) | set(units_b)):
@@ -72,6 +71,15 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     builder.rows_b.release()
     release_free_memory()
     return Matching(builder.pairs_table(), builder.unmatched_table())
+
+
+def _units(calls: list[Call]) -> dict[tuple, list[Call]]:
+    """(rank, step) -> its calls, in order: calls_of sorts them by rank and step, so each unit is one run (grouped at
+    C speed instead of a key tuple per call)."""
+    units: dict[tuple, list[Call]] = defaultdict(list)
+    for unit, group in groupby(calls, key=attrgetter("rank", "step")):
+        units[unit].extend(group)
+    return units
 
 
 def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], resolve_a, resolve_b,
@@ -170,7 +178,7 @@ def _no_module_reason(call: Call, side: str) -> str:
 def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
     features_a = _features(builder.rows_a, group_a, ops)
     features_b = _features(builder.rows_b, group_b, ops)
-    pairs = align(features_a, features_b)
+    pairs = aligned(features_a, features_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
         builder.add_calls(group_a[i], group_b[j], "operator",

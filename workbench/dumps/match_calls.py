@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 
 from .formats import load_dump_formats
-from .match_names import cell_text, param_name, stems_of
+from .match_names import cell_text, param_name
+from .match_stems import call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
 
@@ -111,8 +112,8 @@ def calls_of(rows: Rows) -> list[Call]:
     if not rows.size:
         return []
     names, passes = rows["name"], rows["pass"]
-    stems = stems_of(names)
-    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stems, passes))
+    stem_keys, stems_at = call_stems(names)
+    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
@@ -124,12 +125,11 @@ def calls_of(rows: Rows) -> list[Call]:
     texts.append(_texts_at(passes, firsts))
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
-    calls, start = [], 0
-    for number, (side, op, module, pass_, rank, step, first) in enumerate(zip(*texts, *numbers, firsts, strict=True)):
-        stem = stems[first]
-        calls.append(Call(side, rank, step, stem, op, module, pass_, module_call(stem) is not None,
-                          earliest[number], order_list[start:ends[number]]))
-        start = ends[number]
+    side, op, module, pass_ = texts
+    stems = stems_at(firsts)
+    is_module = [found is not None for found in map(module_call, stems)]
+    own_rows = list(map(order_list.__getitem__, map(slice, [0, *ends[:-1]], ends)))      # each call's rows
+    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, own_rows))   # no loop frame
     _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order

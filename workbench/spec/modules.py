@@ -113,21 +113,6 @@ class _Unknown(dict):
         return ANY_INDEX
 
 
-def _expand(arch: ArchSpec, text: str, env: dict[str, int], params: ModelParams | None) -> list[str]:
-    """A logical template with the path's indices; an index the path lacks takes every value its size
-    (hub ``indices:``) allows, or reads ``*`` when the sizes are not known."""
-    missing = [v for v in Template.parse(text).variables if v not in env]
-    sizes = params.env() if params is not None else {}
-    if len(missing) == 1 and sizes.get(arch.indices.sizes[missing[0]]):
-        return [text.format_map({**env, missing[0]: value}) for value in range(sizes[arch.indices.sizes[missing[0]]])]
-    return [text.format_map(_Unknown(env))]
-
-
-def _layer_of(arch: ArchSpec, env: dict[str, int]) -> int | None:
-    """The decoder layer index of a path: the index sized by ``num_layers`` (hub ``indices:``)."""
-    return next((env[v] for v, size in arch.indices.sizes.items() if size == "num_layers" and v in env), None)
-
-
 def _layer_sets(arch: ArchSpec, logical: tuple[tuple[str, str], ...], layer: int | None,
                 params: ModelParams | None) -> list[str]:
     """The layer sets this module can be in: the one ``params`` puts the layer in, else every one."""
@@ -169,23 +154,44 @@ def is_stacked(module: ModuleTemplate) -> bool:
 def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None,
              memo: dict | None = None) -> ModuleRef:
     """``memo`` (one resolver's, for one arch and params): what depends on the template alone, kept per template
-    (a dump's paths are thousands of layers of a few dozen templates)."""
+    (a dump's paths are thousands of layers of a few dozen templates): :func:`_plan`."""
     memo = {} if memo is None else memo
-    layer = _layer_of(arch, env)
+    plan = memo.get(id(module))
+    if plan is None or plan[0] is not module:
+        plan = memo[id(module)] = _plan(arch, module, params)
+    _, layer_of, stacked, leaf_texts, groups_at = plan
+    layer = layer_of(env)
     if module.leaf:
-        names = list(dict.fromkeys(name for text, _ in module.logical for name in _expand(arch, text, env, params)))
-        stacked = memo.get(("stacked", module))
-        if stacked is None:
-            stacked = memo[("stacked", module)] = is_stacked(module)
+        names = list(dict.fromkeys(name for text, index, count in leaf_texts for name in (
+            [text.format_map(_Unknown(env))] if index is None
+            else [text.format_map({**env, index: value}) for value in range(count)])))
         kind = "stacked" if stacked else ("fused" if len(names) > 1 else "same")
         return ModuleRef(tuple(names), layer, kind)
-    key = ("groups", module, layer if params is not None else None)      # without params no layer set is chosen
-    groups = memo.get(key)
+    key = layer if params is not None else None           # without params no layer set is chosen
+    groups = groups_at.get(key)
     if groups is None:
-        groups = memo[key] = group_templates(arch, module, layer, params)
+        groups = groups_at[key] = group_templates(arch, module, layer, params)
     if not groups:
         return ModuleRef((), layer, "root")
     return ModuleRef(tuple(text.format_map(env) for text in groups), layer, "group")
+
+
+def _plan(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None) -> tuple:
+    """(the module, its layer index reader, stacked, per logical text of a leaf (text, the index it spreads or None,
+    its size), a parent's groups per layer): what depends on the template's own variables, which every path it
+    matches has, and on ``params``. The layer is the path's index sized by ``num_layers`` (hub ``indices:``). A
+    logical text takes the path's indices; an index the path lacks takes every value its size allows, or reads
+    ``*`` when the sizes are not known."""
+    variables = set(module.template.variables)
+    reader = next((v for v, size in arch.indices.sizes.items() if size == "num_layers" and v in variables), None)
+    texts = []
+    sizes = params.env() if params is not None else {}
+    for text, _ in module.logical if module.leaf else ():
+        missing = [v for v in Template.parse(text).variables if v not in variables]
+        count = sizes.get(arch.indices.sizes[missing[0]]) if len(missing) == 1 else None
+        texts.append((text, missing[0], count) if count else (text, None, None))
+    return (module, (lambda env: None) if reader is None else (lambda env: env[reader]),
+            module.leaf and is_stacked(module), tuple(texts), {})
 
 
 def module_resolver(arch: ArchSpec | str, fmt: str,

@@ -1,0 +1,85 @@
+""":func:`.match_align.align` by the compiled aligner (``workbench/native/callalign.c``) where the library is built.
+
+The features become numbers here: each call's (class, pass), its key (class, pass, element counts) and its last
+element count numbered by first appearance in the two sequences, its level as a double. Equal numbers are equal
+values, which is all the alignment asks of them, so the anchors, the scores (the same double operations in the
+same order), the tables and the pairs are the Python ones. Without the library (not built, or
+``WORKBENCH_NATIVE=0``), or should it refuse, :func:`.match_align.align` itself
+(``tests/test_compare_align_native.py`` holds both equal).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from .. import native
+from .match_align import MAX_CELLS, Feature, align
+
+
+def aligned(a: list[Feature], b: list[Feature]) -> list[tuple[int, int]]:
+    """Pairs (i, j), increasing in both, of equivalent calls: :func:`.match_align.align`."""
+    function = _function() if a and b else None
+    if function is not None:
+        found = _compiled(function, a, b)
+        if found is not None:
+            return found
+    return align(a, b)
+
+
+def _numbered(a: list[Feature], b: list[Feature]):
+    """(kinds, keys, lasts, levels) of a then b as arrays, and the number of kinds and of keys. A key (class, pass,
+    element counts) holds the kind and the last count: those are numbered once per distinct key."""
+    import numpy as np
+
+    keys: dict = {}
+    both = [*a, *b]
+    key = np.asarray([keys.setdefault(f[:3], len(keys)) for f in both], dtype=np.int64)     # Feature.key
+    kinds: dict = {}
+    lasts: dict = {}
+    kind = np.asarray([kinds.setdefault(k[:2], len(kinds)) for k in keys], dtype=np.int64)[key]
+    last = np.asarray([lasts.setdefault(k[2][-1:], len(lasts)) for k in keys], dtype=np.int64)[key]
+    level = np.fromiter((f.level for f in both), np.float64, len(both))
+    return kind, key, last, level, len(kinds), len(keys)
+
+
+def _compiled(function, a: list[Feature], b: list[Feature]) -> list[tuple[int, int]] | None:
+    import numpy as np
+
+    n, m = len(a), len(b)
+    if not all(type(f.level) is float for f in (*a, *b)):        # Python's arithmetic on other numbers differs
+        return None
+    kind, key, last, level, kinds, keys = _numbered(a, b)
+    ints = np.empty(3 * keys + 7 * n + kinds + 1 + m, dtype=np.int64)
+    cells = np.empty(2 * min(n * m, MAX_CELLS) + n + m + 1, dtype=np.float64)
+    capacity = min(n, m)
+    pair_a, pair_b = np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64)
+    i64 = ctypes.POINTER(ctypes.c_int64)
+    f64 = ctypes.POINTER(ctypes.c_double)
+
+    def sides(values, pointer):
+        return values[:n].ctypes.data_as(pointer), values[n:].ctypes.data_as(pointer)
+
+    (kind_a, kind_b), (key_a, key_b), (last_a, last_b) = (sides(v, i64) for v in (kind, key, last))
+    level_a, level_b = sides(level, f64)
+    count = function(n, m, kind_a, key_a, last_a, level_a, kind_b, key_b, last_b, level_b, kinds, keys, MAX_CELLS,
+                     ints.ctypes.data_as(i64), len(ints), cells.ctypes.data_as(f64), len(cells),
+                     pair_a.ctypes.data_as(i64), pair_b.ctypes.data_as(i64), capacity)
+    if count < 0:                                  # refused: never with the sizes made above
+        return None
+    return list(zip(pair_a[:count].tolist(), pair_b[:count].tolist(), strict=True))
+
+
+def _function():
+    """``callalign_pairs`` of the built library, typed, or None (off, not built, stale)."""
+    library = native.library("callalign")
+    return None if library is None else _typed(library)
+
+
+@functools.lru_cache(maxsize=None)
+def _typed(library):
+    function = library.callalign_pairs
+    i64, ints, doubles = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
+    function.argtypes = [i64, i64, ints, ints, ints, doubles, ints, ints, ints, doubles, i64, i64, i64, ints, i64,
+                         doubles, i64, ints, ints, i64]
+    function.restype = i64
+    return function

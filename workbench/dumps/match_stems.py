@@ -1,0 +1,69 @@
+"""The call stem of every row of a name column, as the key that groups rows into calls (:func:`.match_calls.calls_of`).
+
+The compiled pass (``workbench/native/callstems.c``) finds each name's stem in the names joined a line each and
+numbers the distinct stems in order of first appearance while it walks them: no str per row and no hashing of
+200k Python strings by ``pd.factorize``. Only the stems of the rows that start a call are made as str. Without the
+library (not built, or ``WORKBENCH_NATIVE=0``), or for names it does not take (not all str, a line break in a name,
+a character outside ASCII), :func:`.match_names.stems_of` gives every stem: the calls are the same either way,
+as numbering the stems instead of the str leaves the order of first appearance unchanged
+(``tests/test_compare_stems.py`` holds both paths equal).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Callable
+
+from .. import native
+from .match_names import stems_of
+
+
+def call_stems(names: list) -> tuple[object, Callable[[list[int]], list[str]]]:
+    """(a key per row that is equal exactly where the rows' stems are: an int64 array or the list of stems,
+    the stems of the rows at a list of positions)."""
+    found = _compiled(names)
+    if found is not None:
+        return found
+    stems = stems_of(names)
+    return stems, lambda positions: list(map(stems.__getitem__, positions))
+
+
+def _compiled(names: list):
+    function = _function() if names else None
+    if function is None:
+        return None
+    try:
+        text = "\n".join(names)
+    except TypeError:                                     # a name that is not a str
+        return None
+    if not text.isascii() or text.count("\n") != len(names) - 1:
+        return None
+    import numpy as np
+
+    data = text.encode("ascii")
+    lines = len(names)
+    start, stem, code, first = (np.empty(lines, dtype=np.int64) for _ in range(4))
+    slots = 1 << (2 * lines - 1).bit_length()             # a power of two, at least twice the lines
+    table = np.zeros(slots, dtype=np.int64)
+    pointer = ctypes.POINTER(ctypes.c_int64)
+    distinct = function(data, len(data), lines, *(array.ctypes.data_as(pointer) for array in (start, stem, code, first,
+                                                                                             table)), slots)
+    if distinct < 0:                                      # refused: never with what is checked above
+        return None
+    return code, lambda positions: [names[row][:length] for row, length in zip(positions, stem[positions].tolist(),
+                                                                               strict=True)]
+
+
+def _function():
+    """``callstems_codes`` of the built library, typed, or None (off, not built, stale)."""
+    library = native.library("callstems")
+    return None if library is None else _typed(library)
+
+
+@functools.lru_cache(maxsize=None)
+def _typed(library):
+    function = library.callstems_codes
+    i64, pointer = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
+    function.argtypes = [ctypes.c_char_p, i64, i64, pointer, pointer, pointer, pointer, pointer, i64]
+    function.restype = i64
+    return function
