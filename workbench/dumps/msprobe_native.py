@@ -22,6 +22,7 @@ from ..native import library
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .msprobe_arrays import by_id, counts, distinct, integers
+from .msprobe_lines import row_names, spans
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -172,7 +173,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     m = fmt.msprobe
     entries, rows, stats, dist = found
     spell = texts(raw, dist)
-    names = texts(raw, entries[:, :2])
+    names = spans(raw, entries)
+    names = texts(raw, entries[:, :2]) if names is None else names
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
     ops, modules, passes, grad = beside.infos(names)
@@ -197,7 +199,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, rows, names, backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, (names, entries), backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in distinct(rows[:, SHAPE])[0].tolist()}
@@ -232,20 +234,25 @@ def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
     return [raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 
 
-def _names(raw: bytes, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
+def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
-    ``.{argument name}`` for a mapping's member."""
+    ``.{argument name}`` for a mapping's member. ``named``: the entry names and their spans in ``raw``."""
     import numpy as np
 
+    names, spans_ = named
     labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     index = rows[:, INDEX]
     if len(rows) and (rows[:, SUB_LEN] < 0).all() and (rows[:, INNER] < 0).all() and index.min() >= 0:
-        middles = np.array([[f".{label}." for label in labels[p]] for p in ("forward", "backward")], dtype=object)
-        tails = np.array([str(i) for i in range(int(index.max()) + 1)], dtype=object)
-        entry = rows[:, ENTRY]                  # every row a plain position: the strings joined by numpy, per row
-        return np.asarray(names, dtype=object)[entry] + middles[backward[entry].astype(np.int64), rows[:, KEY]] \
-            + tails[index]
+        middles = [f".{label}." for p in ("forward", "backward") for label in labels[p]]
+        tails = [str(i) for i in range(int(index.max()) + 1)]
+        entry = rows[:, ENTRY]                  # every row a plain position: its three pieces joined, per row
+        middle = backward[entry].astype(np.int64) * len(layout.keys) + rows[:, KEY]
+        found = row_names(raw, spans_, entry, middles, middle, tails, index)
+        if found is not None:
+            return found
+        return np.asarray(names, dtype=object)[entry] + np.array(middles, dtype=object)[middle] \
+            + np.array(tails, dtype=object)[index]
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
