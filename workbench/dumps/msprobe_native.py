@@ -197,9 +197,10 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     out: dict = {"name": _names(raw, rows, (names, entries), backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
-    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in distinct(rows[:, SHAPE])[0].tolist()}
-    out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0])
-    out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1])
+    shape_ids = distinct(rows[:, SHAPE])                  # once for the three uses below
+    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in shape_ids[0].tolist()}
+    out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0], shape_ids)
+    out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1], shape_ids)
     out["nan_count"], out["inf_count"] = counts(rows[:, NAN]), counts(rows[:, INF])
     out["md5"] = _md5(rows, spell, layout)
     for column in layout.stat_columns:
