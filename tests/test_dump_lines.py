@@ -58,39 +58,51 @@ def test_row_names_equal_concatenation():
 def test_without_the_library_the_caller_decides(monkeypatch):
     monkeypatch.setattr(msprobe_lines, "library", lambda name: None)
     assert spans(b'"ab"', np.array([[1, 2]], np.int64)) is None
+    assert row_names(b'"ab"', np.array([[1, 2]], np.int64), np.zeros(1, np.int64), ["."], np.zeros(1, np.int64),
+                     ["0"], np.zeros(1, np.int64)) is None
 
 
 def test_hostile_pieces_are_refused():
     raw, extra = b'{"abc": 1}', b".x."
-    good = np.array([[[TEXT, 2, 3], [EXTRA, 0, 3]]], np.int64)
-    assert lines(raw, extra, good) == ["abc.x."]
+    items = np.array([[TEXT, 2, 3], [EXTRA, 0, 3]], np.int64)
+    index = np.array([[0, 1], [1, 0]], np.int64)
+    assert lines(raw, extra, items, index) == ["abc.x.", ".x.abc"] and lines(raw, extra, items) == ["abc", ".x."]
     for source, offset, length in [(2, 0, 1), (-1, 0, 1), (TEXT, -1, 2), (TEXT, 0, -1), (TEXT, 9, 2),
                                    (TEXT, 11, 0), (EXTRA, 3, 1), (EXTRA, 1 << 62, 1 << 62), (TEXT, 2, 1 << 62)]:
-        bad = good.copy()
-        bad[0, 1] = source, offset, length
-        assert lines(raw, extra, bad) is None, (source, offset, length)
-    assert lines(raw, b".\n.", good) is None                       # a newline would split a string
-    assert lines(raw, extra, good[:, :, :2]) is None and lines(raw, extra, good[0]) is None
-    assert lines(raw, extra, good[:0]) == []
-    assert lines(b'"\xc3"', b"", np.array([[[TEXT, 1, 1]]], np.int64)) is None   # half a character
+        bad = items.copy()
+        bad[1] = source, offset, length
+        assert lines(raw, extra, bad, index) is None and lines(raw, extra, bad) is None, (source, offset, length)
+    for bad_index in ([[0, 2]], [[-1, 0]], [[0, 1 << 62]]):
+        assert lines(raw, extra, items, np.array(bad_index, np.int64)) is None, bad_index
+    assert lines(raw, b".\n.", items, index) is None                      # a newline would split a string
+    assert lines(raw, extra, items[:, :2]) is None and lines(raw, extra, items[0]) is None
+    assert lines(raw, extra, items, index[0]) is None and lines(raw, extra, items, index[:, :0]) is None
+    assert lines(raw, extra, items[:0]) == [] and lines(raw, extra, items, index[:0]) == []
+    assert lines(b'"\xc3"', b"", np.array([[TEXT, 1, 1]], np.int64)) is None   # half a character
+
+
+def _call(raw: bytes, items, index, nlines: int, per_line: int, out: bytearray, size: int) -> int:
+    scanner = library("dumpscan")
+    scanner.dumpscan_lines.restype = ctypes.c_int64
+    pointer = ctypes.POINTER(ctypes.c_int64)
+    return scanner.dumpscan_lines(raw, ctypes.c_int64(len(raw)), b"", ctypes.c_int64(0), items.ctypes.data_as(pointer),
+                                  ctypes.c_int64(len(items)), None if index is None else index.ctypes.data_as(pointer),
+                                  ctypes.c_int64(nlines), ctypes.c_int64(per_line),
+                                  (ctypes.c_char * len(out)).from_buffer(out), ctypes.c_int64(size))
 
 
 def test_the_buffer_is_filled_exactly_or_refused():
-    scanner = library("dumpscan")
-    scanner.dumpscan_lines.restype = ctypes.c_int64
     raw = b"abcdef"
-    pieces = np.array([[TEXT, 0, 3], [TEXT, 3, 3]], np.int64)
+    items = np.array([[TEXT, 0, 3], [TEXT, 3, 3]], np.int64)
+    index = np.array([[0, 1], [1, 1]], np.int64)
     for size, expected in [(8, 8), (7, -1), (9, -1), (0, -1)]:
         out = bytearray(size + 4)
         guard = bytes(out[size:])
-        written = scanner.dumpscan_lines(raw, ctypes.c_int64(len(raw)), b"", ctypes.c_int64(0),
-                                         pieces.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), ctypes.c_int64(2),
-                                         ctypes.c_int64(1), (ctypes.c_char * len(out)).from_buffer(out),
-                                         ctypes.c_int64(size))
-        assert written == expected and bytes(out[size:]) == guard
+        assert _call(raw, items, None, 2, 1, out, size) == expected and bytes(out[size:]) == guard
         if expected > 0:
             assert bytes(out[:size]) == b"abc\ndef\n"
-    for nlines, per_line in [(-1, 1), (1, 0)]:
-        assert scanner.dumpscan_lines(raw, ctypes.c_int64(6), b"", ctypes.c_int64(0),
-                                      pieces.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), ctypes.c_int64(nlines),
-                                      ctypes.c_int64(per_line), (ctypes.c_char * 8)(), ctypes.c_int64(8)) == -1
+    out = bytearray(14)
+    assert _call(raw, items, index, 2, 2, out, 14) == 14 and bytes(out) == b"abcdef\ndefdef\n"
+    for nlines, per_line, with_index in [(-1, 1, False), (1, 0, True), (3, 1, False), (1, 2, False)]:
+        assert _call(raw, items, index if with_index else None, nlines, per_line, bytearray(8), 8) == -1
+    assert _call(raw, items, np.array([[0, 2]], np.int64), 1, 2, bytearray(8), 7) == -1      # index past the items

@@ -13,28 +13,38 @@ TEXT, EXTRA = 0, 1                                   # a piece's source: dump.js
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
 
 
-def lines(raw: bytes, extra: bytes, pieces) -> list[str] | None:
-    """The strings made of ``pieces`` (an int64 array: lines x pieces x (source, offset, length)); ``raw`` holds
-    valid UTF-8 and the text pieces are whole JSON strings without escapes (so no newline, and whole characters)."""
+def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
+    """The strings made of ``items`` (an int64 array: pieces x (source, offset, length)): line r is the items of
+    row r of ``index`` (lines x pieces per line), or item r alone without an index. ``raw`` holds valid UTF-8 and
+    its pieces are whole JSON strings without escapes (so no newline, and whole characters)."""
     import numpy as np
 
     scanner = library("dumpscan")
-    if scanner is None or b"\n" in extra or pieces.ndim != 3 or pieces.shape[2] != 3 or pieces.shape[1] < 1:
+    if scanner is None or b"\n" in extra or items.ndim != 2 or items.shape[1] != 3:
         return None
-    if len(pieces) == 0:
-        return []
-    pieces = np.ascontiguousarray(pieces, dtype=np.int64)
-    source, offset, length = pieces[:, :, 0], pieces[:, :, 1], pieces[:, :, 2]
+    items = np.ascontiguousarray(items, dtype=np.int64)
+    source, offset, length = items[:, 0], items[:, 1], items[:, 2]
     room = np.where(source == TEXT, len(raw), len(extra))
     if ((source != TEXT) & (source != EXTRA)).any() or (offset < 0).any() or (length < 0).any() \
             or (offset > room).any() or (length > room - offset).any():
         return None                                    # checked here before the buffer is sized (and again in C)
-    size = int(length.sum()) + len(pieces)
+    if index is None:
+        count, per_line, size = len(items), 1, int(length.sum())
+    else:
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        if index.ndim != 2 or index.shape[1] < 1 or (index.size and (index.min() < 0 or index.max() >= len(items))):
+            return None
+        count, per_line = index.shape
+        size = int(np.bincount(index.reshape(-1), minlength=len(items)) @ length) if index.size else 0
+    if count == 0:
+        return []
+    size += count
     out = bytearray(size)
     scanner.dumpscan_lines.restype = ctypes.c_int64
     written = scanner.dumpscan_lines(
         ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_char_p(extra), ctypes.c_int64(len(extra)),
-        pieces.ctypes.data_as(_INT64_P), ctypes.c_int64(len(pieces)), ctypes.c_int64(pieces.shape[1]),
+        items.ctypes.data_as(_INT64_P), ctypes.c_int64(len(items)),
+        None if index is None else index.ctypes.data_as(_INT64_P), ctypes.c_int64(count), ctypes.c_int64(per_line),
         (ctypes.c_char * size).from_buffer(out), ctypes.c_int64(size))
     if written != size:
         return None
@@ -43,17 +53,17 @@ def lines(raw: bytes, extra: bytes, pieces) -> list[str] | None:
     except UnicodeDecodeError:
         return None
     found.pop()                                        # after the last newline
-    return found if len(found) == len(pieces) else None
+    return found if len(found) == count else None
 
 
 def spans(raw: bytes, spans) -> list[str] | None:
-    """The strings at (offset, length) rows of ``raw`` (entry names)."""
+    """The strings at (offset, length) rows of ``raw`` (entry names, stack.json's ids and names)."""
     import numpy as np
 
-    pieces = np.empty((len(spans), 1, 3), np.int64)
-    pieces[:, 0, 0] = TEXT
-    pieces[:, 0, 1:] = spans[:, :2]
-    return lines(raw, b"", pieces)
+    items = np.empty((len(spans), 3), np.int64)
+    items[:, 0] = TEXT
+    items[:, 1:] = spans[:, :2]
+    return lines(raw, b"", items)
 
 
 def row_names(raw: bytes, name_spans, entry, middles: list[str], middle, tails: list[str], tail) -> list[str] | None:
@@ -63,11 +73,13 @@ def row_names(raw: bytes, name_spans, entry, middles: list[str], middle, tails: 
 
     texts = [m.encode("utf-8") for m in middles] + [t.encode("utf-8") for t in tails]
     lengths = np.array([len(t) for t in texts], np.int64)
-    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-    pieces = np.empty((len(entry), 3, 3), np.int64)
-    pieces[:, 0, 0], pieces[:, 1:, 0] = TEXT, EXTRA
-    pieces[:, 0, 1], pieces[:, 0, 2] = name_spans[entry, 0], name_spans[entry, 1]
-    pieces[:, 1, 1], pieces[:, 1, 2] = offsets[middle], lengths[middle]
-    tail = tail + len(middles)
-    pieces[:, 2, 1], pieces[:, 2, 2] = offsets[tail], lengths[tail]
-    return lines(raw, b"".join(texts), pieces)
+    items = np.empty((len(name_spans) + len(texts), 3), np.int64)
+    items[:len(name_spans), 0], items[len(name_spans):, 0] = TEXT, EXTRA
+    items[:len(name_spans), 1:] = name_spans[:, :2]
+    items[len(name_spans):, 1] = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    items[len(name_spans):, 2] = lengths
+    index = np.empty((len(entry), 3), np.int64)
+    index[:, 0] = entry
+    index[:, 1] = middle + len(name_spans)
+    index[:, 2] = tail + len(name_spans) + len(middles)
+    return lines(raw, b"".join(texts), items, index)
