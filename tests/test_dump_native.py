@@ -232,8 +232,9 @@ def test_random_byte_mutations(tmp_path, monkeypatch):
 
 
 def test_capacity_follows_content_not_bracket_counts(tmp_path, monkeypatch):
-    """5M opening brackets: the scanner's arrays are sized by what records the bytes can hold (none here), not
-    by the brackets (that would ask for hundreds of MB); the Python path then gives the nesting error."""
+    """5M opening brackets: the scanner's arrays are sized by what the bytes can hold, at most START entries and
+    rows (np.empty: ~46 MB of address space with the shipped fields, of which only what the scan writes is ever
+    touched), not by the brackets (hundreds of MB); the Python path then gives the nesting error."""
     import tracemalloc
 
     path = _dump(tmp_path, None, b'{"data": {"a": {"output": [' + b"{" * 5_000_000)
@@ -246,7 +247,7 @@ def test_capacity_follows_content_not_bracket_counts(tmp_path, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 40 << 20, peak
+    assert peak < 64 << 20, peak
     assert _same(_read(path), monkeypatch, expect_native=False)[0] == "error"
 
 

@@ -2,7 +2,7 @@
 (``_entry_infos``) against the per-entry ``_entry_info`` on fuzzed names; stack.json's comprehension against the
 loop it replaced; the side files (construct.json, stack.json) read while the scan runs, with their errors raised
 where the plain reader raises them; array columns (nullable ``Int64`` from values and a mask) against
-``pd.array`` of the lists; the C count against ``bytes.count``; dumps of several ranks and steps."""
+``pd.array`` of the lists; dumps of several ranks and steps."""
 from __future__ import annotations
 
 import json
@@ -204,15 +204,6 @@ def test_distinct_ids_are_numpys_unique(seed):
         asked: list[int] = []
         by_id(ids, asked.append)
         assert asked == sorted(set(ids.tolist()))
-
-
-@native
-def test_count_in_c_equals_bytes_count():
-    scanner, rng = library("dumpscan"), random.Random(3)
-    for _ in range(2000):
-        raw = bytes(rng.choice(b'nul"type ') for _ in range(rng.randint(0, 40)))
-        for word in (b"null", b'"type"', b"n", b"nn", b"ll"):
-            assert msprobe_native._count(scanner, raw, word) == raw.count(word), (raw, word)
 
 
 @native

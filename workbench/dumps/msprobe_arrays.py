@@ -19,23 +19,24 @@ def distinct(ids):
     return found[order], rank[codes]
 
 
-def by_id(ids, value_of):
-    """An object array: ``value_of(i)`` for each row's id ``i``, computed once per distinct id."""
+def by_id(ids, value_of, found=None):
+    """An object array: ``value_of(i)`` for each row's id ``i``, computed once per distinct id. ``found``:
+    :func:`distinct` of ``ids`` when the caller has it already."""
     import numpy as np
 
-    ascending, inverse = distinct(ids)
+    ascending, inverse = distinct(ids) if found is None else found
     values = np.empty(len(ascending), dtype=object)
     values[:] = [value_of(i) for i in ascending.tolist()]
     return values[inverse]
 
 
-def integers(ids, value_of):
+def integers(ids, value_of, found=None):
     """A nullable ``Int64`` array: ``value_of(i)`` (an int, or None for <NA>) for each row's id ``i``, once per
-    distinct id."""
+    distinct id (``found``: as in :func:`by_id`)."""
     import numpy as np
     import pandas as pd
 
-    ascending, inverse = distinct(ids)
+    ascending, inverse = distinct(ids) if found is None else found
     found = [value_of(i) for i in ascending.tolist()]
     missing = np.array([v is None for v in found], dtype=bool)
     exact = np.array([0 if v is None else v for v in found], dtype=np.int64)

@@ -22,6 +22,7 @@ from ..native import library
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .msprobe_arrays import by_id, counts, distinct, integers
+from .msprobe_lines import row_names, spans
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -115,23 +116,18 @@ def _scan_beside(scanner, raw: bytes, layout: _Layout, beside):
     return found
 
 
-def _count(scanner, raw: bytes, word: bytes) -> int:
-    """``raw.count(word)``, counted in C (without the GIL)."""
-    scanner.dumpscan_count.restype = ctypes.c_int64
-    return int(scanner.dumpscan_count(ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_char_p(word),
-                                      ctypes.c_int64(len(word))))
-
-
 def _scan(scanner, raw: bytes, layout: _Layout):
     """(entries, rows, stats, spellings) arrays of a successful scan, or None."""
     import numpy as np
 
     scanner.dumpscan.restype = ctypes.c_int
-    # Capacities start from what the bytes can hold (an entry takes at least 4 bytes, `"":{`; a record spells
-    # "type", a null row "null") and at most START; a scan that fills one is repeated with 4 times more: memory
-    # follows what was found, never a count a hostile file claims (a file of brackets allocates nothing large).
+    # Capacities start from what the bytes can hold (an entry takes at least 4 bytes, `"":{`, and so does a row,
+    # `null`) and at most START; a scan that fills one is repeated with 4 times more: memory follows what was
+    # found, never a count a hostile file claims. The arrays are np.empty: only the pages the scan writes are
+    # touched (a file of brackets touches nothing large), so "type" and "null" are not counted first to size them
+    # (two passes over the bytes: 32 ms of the scan's 135 ms on 200k rows).
     entry_cap = min(len(raw) // 4 + 1, START)
-    row_cap = min(_count(scanner, raw, b'"type"') + _count(scanner, raw, b"null") + 1, START)
+    row_cap = entry_cap
     per_row = 3 + len(layout.md5_fields)
     dist_cap = min(row_cap * per_row, 1 << 16)
     keys, key_lens = _strings(layout.keys)
@@ -172,7 +168,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     m = fmt.msprobe
     entries, rows, stats, dist = found
     spell = texts(raw, dist)
-    names = texts(raw, entries[:, :2])
+    names = spans(raw, entries)
+    names = texts(raw, entries[:, :2]) if names is None else names
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
     ops, modules, passes, grad = beside.infos(names)
@@ -197,12 +194,13 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, rows, names, backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, (names, entries), backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
-    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in distinct(rows[:, SHAPE])[0].tolist()}
-    out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0])
-    out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1])
+    shape_ids = distinct(rows[:, SHAPE])                  # once for the three uses below
+    shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in shape_ids[0].tolist()}
+    out["shape"] = by_id(rows[:, SHAPE], lambda i: shapes[i][0], shape_ids)
+    out["numel"] = integers(rows[:, SHAPE], lambda i: shapes[i][1], shape_ids)
     out["nan_count"], out["inf_count"] = counts(rows[:, NAN]), counts(rows[:, INF])
     out["md5"] = _md5(rows, spell, layout)
     for column in layout.stat_columns:
@@ -232,20 +230,25 @@ def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
     return [raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 
 
-def _names(raw: bytes, rows, names: list[str], backward, layout: _Layout, m: dict) -> list[str]:
+def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
-    ``.{argument name}`` for a mapping's member."""
+    ``.{argument name}`` for a mapping's member. ``named``: the entry names and their spans in ``raw``."""
     import numpy as np
 
+    names, spans_ = named
     labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     index = rows[:, INDEX]
     if len(rows) and (rows[:, SUB_LEN] < 0).all() and (rows[:, INNER] < 0).all() and index.min() >= 0:
-        middles = np.array([[f".{label}." for label in labels[p]] for p in ("forward", "backward")], dtype=object)
-        tails = np.array([str(i) for i in range(int(index.max()) + 1)], dtype=object)
-        entry = rows[:, ENTRY]                  # every row a plain position: the strings joined by numpy, per row
-        return np.asarray(names, dtype=object)[entry] + middles[backward[entry].astype(np.int64), rows[:, KEY]] \
-            + tails[index]
+        middles = [f".{label}." for p in ("forward", "backward") for label in labels[p]]
+        tails = [str(i) for i in range(int(index.max()) + 1)]
+        entry = rows[:, ENTRY]                  # every row a plain position: its three pieces joined, per row
+        middle = backward[entry].astype(np.int64) * len(layout.keys) + rows[:, KEY]
+        found = row_names(raw, spans_, entry, middles, middle, tails, index)
+        if found is not None:
+            return found
+        return np.asarray(names, dtype=object)[entry] + np.array(middles, dtype=object)[middle] \
+            + np.array(tails, dtype=object)[index]
     out = []
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]

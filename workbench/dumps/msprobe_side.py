@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..input_files import parse_json, read_bytes, read_json
 from ..native import library
 from .formats import DumpFormats
+from .msprobe_lines import spans
 from .msprobe_native import FULL, OK, START, is_utf8, texts
 from .msprobe_sink import FIX
 
@@ -83,11 +84,11 @@ def read_stacks(path: Path) -> dict[str, str]:
     raw = read_bytes(path, what=what)
     found = _scan(raw)
     if found is not None:
-        (members, names), text = found, _ascii(raw)
-        keys = texts(raw, members[:, :2], text)
+        members, names = found
+        keys = _texts(raw, members[:, :2])
         if len(set(keys)) == len(keys):                        # json keeps a repeated id's last value, first place
             return {name: keys[member] for member, name in zip(reversed(names[:, 0].tolist()),
-                                                               reversed(texts(raw, names[:, 1:], text)), strict=True)}
+                                                               reversed(_texts(raw, names[:, 1:])), strict=True)}
     data = parse_json(raw, str(path), what=what)
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
@@ -98,8 +99,13 @@ def read_stacks(path: Path) -> dict[str, str]:
             if type(name) is str}
 
 
-def _ascii(raw: bytes) -> str | None:
-    return raw.decode("ascii") if raw.isascii() else None
+def _texts(raw: bytes, found) -> list[str]:
+    """The strings at (offset, length) rows: lines of one buffer where the library is built, else slices of the
+    text decoded once (ASCII) or of the bytes."""
+    lines = spans(raw, found)
+    if lines is not None:
+        return lines
+    return texts(raw, found, raw.decode("ascii") if raw.isascii() else None)
 
 
 def _scan(raw: bytes):

@@ -14,6 +14,7 @@ from sys import intern                  # op and pass names: one object per spel
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
 from .formats import DumpFormats, load_dump_formats
+from .api_stems import by_stem, stem
 from .msprobe_native import native_columns
 from ..gc_pause import gc_paused
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
@@ -140,9 +141,11 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, b
 def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
     """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
     any is a parameter gradient: one loop with the patterns' bound methods, module paths once per path or
-    parent."""
+    parent, an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`)."""
     m = fmt.msprobe
     module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
+    stem_of = stem if by_stem(m["api_pattern"]) else _no_stem
+    by_stems: dict = {}                                       # (head, pass) -> (op, pass) of a matched API name
     cache: dict = {}
     owners: dict = {}                                         # parent name -> its module path
     ops, modules, passes, grad = [], [], [], False
@@ -163,17 +166,27 @@ def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[lis
         module = owners.get(parent) if type(parent) is str else ""
         if module is None:
             module = owners[parent] = _owner_module(parent, m, cache)
-        found = api_match(name)
-        if found:
+        key = stem_of(name)
+        known = by_stems.get(key)
+        if known is not None:
+            ops.append(known[0])
+            passes.append(known[1])
+        elif found := api_match(name):
             prim, api, pass_ = found.group("prim", "api", "pass")
             ops.append(intern(prim or api))
             passes.append(intern(pass_))
+            if key is not None:
+                by_stems[key] = ops[-1], passes[-1]
         else:
             op, _, pass_, _ = _entry_info(name, parents, fmt, cache)
             ops.append(op)
             passes.append(pass_)
         modules.append(module)
     return ops, modules, passes, grad
+
+
+def _no_stem(name: str) -> None:
+    return None
 
 
 def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:

@@ -75,22 +75,3 @@ int dumpside(const unsigned char *text, int64_t size, int64_t *members, int64_t 
     counts[0] = o.nmembers; counts[1] = o.nnames;
     return code;
 }
-
-/* How many times `word` (length `len` >= 1) occurs in text[0, size), without overlap: a bound on the rows the
-   bytes can hold, counted here so that Python's thread that reads the side files runs meanwhile. */
-int64_t dumpscan_count(const unsigned char *text, int64_t size, const unsigned char *word, int64_t len) {
-    int64_t found = 0;
-    if (len < 1 || size < len) return 0;
-    for (int64_t i = 0; i <= size - len;) {
-        const unsigned char *at = memchr(text + i, word[0], (size_t)(size - len - i + 1));
-        if (at == NULL) break;
-        i = at - text;
-        if (memcmp(text + i, word, (size_t)len) == 0) {
-            found++;
-            i += len;
-        } else {
-            i++;
-        }
-    }
-    return found;
-}
