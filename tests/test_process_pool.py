@@ -145,3 +145,13 @@ def test_job_numbers_are_each_taken_once_then_end():
         assert [numbers.take(writes=True) for _ in range(4)] == [0, 1, 2, None]
     finally:
         numbers.close()
+
+
+def test_without_memfd_results_travel_in_removed_temporary_files(monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.delattr(os, "memfd_create")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # the forked worker inherits both
+    results = map_in_processes(_ended_at, [(i,) for i in range(3)], workers=2)
+    assert [len(data) for _, _, data in results] == [4 << 20] * 3
+    assert list(tmp_path.iterdir()) == []

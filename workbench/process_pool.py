@@ -25,11 +25,9 @@ import mmap
 import multiprocessing
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
-import tempfile
 import traceback
 from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
@@ -64,7 +62,7 @@ class JobNumbers:
     """The numbers 0 … count-1 in a pipe that every process takes from. The parent writes as many as the pipe holds
     (64 KiB: 16384 numbers) and the rest as they are taken, then closes its end, so that a reader of the empty pipe
     gets its end. Both ends are non-blocking (the reading end's mode is shared by every process): a worker waits
-    in ``select``; the parent, which must not wait on a pipe only it can fill, writes more first."""
+    for it to be readable; the parent, which must not wait on a pipe only it can fill, writes more first."""
 
     NUMBER = struct.Struct("=I")           # 4 bytes <= PIPE_BUF: written and read whole, never split
 
@@ -95,7 +93,7 @@ class JobNumbers:
                 if writes:
                     self.fill()
                 else:
-                    select.select([self.reader], [], [])
+                    wait([self.reader])
                 continue
             return self.NUMBER.unpack(data)[0] if data else None
 
@@ -206,6 +204,8 @@ def _anonymous_file() -> int:
     """A file with no name (``memfd``; where there is none, a temporary file removed at once)."""
     if hasattr(os, "memfd_create"):
         return os.memfd_create("workbench-result", os.MFD_CLOEXEC)
+    import tempfile
+
     descriptor, path = tempfile.mkstemp(prefix="workbench-result-")
     os.unlink(path)
     return descriptor
