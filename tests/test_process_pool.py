@@ -155,3 +155,28 @@ def test_without_memfd_results_travel_in_removed_temporary_files(monkeypatch, tm
     results = map_in_processes(_ended_at, [(i,) for i in range(3)], workers=2)
     assert [len(data) for _, _, data in results] == [4 << 20] * 3
     assert list(tmp_path.iterdir()) == []
+
+
+def _kill_the_worker_then_work(index: int) -> int:
+    """The parent's last job kills the (idle, numberless) worker: every result is in hand all the same."""
+    if os.getpid() == PARENT and index == 2:
+        for child in multiprocessing.active_children():
+            os.kill(child.pid, 9)
+            child.join()
+    return index
+
+
+def test_a_worker_that_died_idle_does_not_fail_a_finished_map():
+    import workbench.process_pool as pool
+
+    original = pool.JobNumbers.take
+
+    def parent_first(self, writes):
+        return original(self, writes) if writes else None      # a worker leaves every number to the parent
+
+    pool.JobNumbers.take = parent_first       # inherited by the fork
+    try:
+        assert map_in_processes(_kill_the_worker_then_work, [(i,) for i in range(3)], workers=2) == [0, 1, 2]
+    finally:
+        pool.JobNumbers.take = original
+    assert multiprocessing.active_children() == []

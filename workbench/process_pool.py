@@ -129,7 +129,9 @@ def _distribute(pool: list, function: Callable, jobs: list[tuple], numbers: JobN
     missing = len(jobs)
     while (index := numbers.take(writes=True)) is not None:
         results[index] = function(*jobs[index])
-        missing -= 1 + _collect(pool, results, timeout=0)
+        missing -= 1
+        if missing:                                   # a worker gone once every result is here is no error
+            missing -= _collect(pool, results, timeout=0)
     while missing:
         missing -= _collect(pool, results, timeout=None)
     return results
@@ -227,10 +229,13 @@ def _stop(pool: list, finished: bool) -> None:
     """All jobs done: each worker (idle) is told to stop. Failed or interrupted: each is terminated, busy or
     not. Then every worker is reaped, killed if it has not exited after :data:`STOP_GRACE_S`."""
     for process, connection in pool:
-        if finished:
-            connection.send(None)
-        else:
+        if not finished:
             process.terminate()
+            continue
+        try:
+            connection.send(None)
+        except OSError:                               # it died idle, its jobs all done (or none taken): reaped below
+            pass
     for process, connection in pool:
         process.join(STOP_GRACE_S)
         if process.is_alive():
