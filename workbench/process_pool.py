@@ -85,14 +85,15 @@ class JobNumbers:
 
     def take(self, writes: bool) -> int | None:
         """The next job's number, or None when every number is taken. ``writes``: the caller holds the writing
-        end (the parent), which it fills whenever the pipe runs dry instead of waiting."""
+        end (the parent): it tops the pipe up at each take, so that the workers find numbers while it computes,
+        and when the pipe runs dry it writes more instead of waiting."""
         while True:
+            if writes:
+                self.fill()
             try:
                 data = os.read(self.reader, self.NUMBER.size)
             except BlockingIOError:
-                if writes:
-                    self.fill()
-                else:
+                if not writes:
                     wait([self.reader])
                 continue
             return self.NUMBER.unpack(data)[0] if data else None
