@@ -182,7 +182,7 @@ def _serve(function: Callable, jobs: list[tuple], numbers: JobNumbers, connectio
     with socket.socket(fileno=os.dup(connection.fileno())) as end:
         while (index := numbers.take(writes=False)) is not None:
             try:
-                _send(end, ForkingPickler.dumps((index, *_outcome(function, jobs[index]))))
+                _send(end, (index, *_outcome(function, jobs[index])))
             except (BrokenPipeError, ConnectionResetError):
                 return                                # the parent is gone
     try:
@@ -191,13 +191,14 @@ def _serve(function: Callable, jobs: list[tuple], numbers: JobNumbers, connectio
         pass
 
 
-def _send(end: socket.socket, data) -> None:
-    """``data`` in an anonymous file whose descriptor goes to the parent: never waits for the parent to read."""
+def _send(end: socket.socket, message: tuple) -> None:
+    """``message`` pickled into an anonymous file whose descriptor goes to the parent: never waits for the parent to
+    read. Pickled straight into the file, a frame at a time: ``dumps`` first builds the whole pickle in a growing
+    buffer, then it is copied again (31 ms against 20 ms of CPU for a compared unit's 10.9 MB, under load)."""
     descriptor = _anonymous_file()
     try:
-        view = memoryview(data).cast("B")
-        while view:
-            view = view[os.write(descriptor, view):]
+        with open(descriptor, "wb", closefd=False) as file:
+            ForkingPickler(file).dump(message)
         socket.send_fds(end, [b"r"], [descriptor])
     finally:
         os.close(descriptor)
