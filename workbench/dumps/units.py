@@ -1,7 +1,7 @@
 """Ranks and steps are independent units of a dump comparison: split, fan out, select a part.
 
-``--workers N`` runs the units in worker processes (:mod:`workbench.process_pool`; a unit's work
-is matching and verdicts, CPU-bound); ``--part i/n`` keeps every n-th unit starting at the i-th (1-based),
+``--workers N`` runs the units in N processes, the parent and N - 1 forked workers (:mod:`workbench.process_pool`;
+a unit's work is reading, matching and verdicts, CPU-bound); ``--part i/n`` keeps every n-th unit starting at the i-th (1-based),
 so a cluster launcher (Slurm array, torchrun) can fan one comparison out and ``workbench compare merge``
 joins the parts' JSON reports.
 """
