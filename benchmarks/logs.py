@@ -8,8 +8,9 @@
 
 For each: ``grep -c`` on the message's marker (median of --repeats, page cache warm), then
 ``read_log``: the process's first read of the file (printed apart: it imports the format's reader,
-loads its YAML and faults in fresh memory), then the median of --repeats reads after it, both as MB/s
-of wall time and the ratio (the verdict is the median's: parse throughput, warm like grep's); the same ratio in CPU time (grep's
+loads its YAML and faults in fresh memory), then the median of --repeats reads after it (the table of the read before
+freed untimed, as a program reading one log holds one table), both as MB/s of wall time and the ratio
+(the verdict is the median's: parse throughput, warm like grep's); the same ratio in CPU time (grep's
 from RUSAGE_CHILDREN), which other processes on a shared machine disturb far less; the peak of the
 memory Python and numpy allocate while reading (tracemalloc, one more untimed run) against the file's
 size; and the peak RSS of the process (ru_maxrss).
@@ -79,10 +80,13 @@ def write_mindformers(path: Path, steps: int, params: int) -> None:
             handle.write(prefix + format_progress_message(100 * step / steps, 10.0, steps - step) + "\n")
 
 
-def timed(function, repeats: int, children: bool = False) -> tuple[float, float]:
-    """Median (wall, CPU) seconds of ``function``; CPU of the child processes when ``children``."""
+def timed(function, repeats: int, children: bool = False, before=None) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of ``function``; CPU of the child processes when ``children``;
+    ``before()`` is called before each run, untimed."""
     walls, cpus = [], []
     for _ in range(repeats):
+        if before is not None:
+            before()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         start, cpu = time.perf_counter(), time.process_time()
         function()
@@ -113,7 +117,7 @@ def compare(path: Path, marker: str, repeats: int) -> dict:
                                                   capture_output=True), repeats, children=True)
     result = {}
     first = timed(lambda: result.update(series=read_log(path)), 1)[0]
-    parse, parse_cpu = timed(lambda: result.update(series=read_log(path)), repeats)
+    parse, parse_cpu = timed(lambda: result.update(series=read_log(path)), repeats, before=result.clear)
     series = result.pop("series")
     return {"file": path.name, "MB": size_mb, "grep MB/s": size_mb / grep, "read_log MB/s": size_mb / parse,
             "ratio": grep / parse, "cpu ratio": grep_cpu / parse_cpu, "first MB/s": size_mb / first,
