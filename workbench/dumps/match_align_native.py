@@ -10,7 +10,6 @@ same order), the tables and the pairs are the Python ones. Without the library (
 from __future__ import annotations
 
 import ctypes
-import functools
 
 from .. import native
 from .match_align import MAX_CELLS, Feature, align
@@ -71,15 +70,6 @@ def _compiled(function, a: list[Feature], b: list[Feature]) -> list[tuple[int, i
 
 def _function():
     """``callalign_pairs`` of the built library, typed, or None (off, not built, stale)."""
-    library = native.library("callalign")
-    return None if library is None else _typed(library)
-
-
-@functools.lru_cache(maxsize=None)
-def _typed(library):
-    function = library.callalign_pairs
     i64, ints, doubles = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
-    function.argtypes = [i64, i64, ints, ints, ints, doubles, ints, ints, ints, doubles, i64, i64, i64, ints, i64,
-                         doubles, i64, ints, ints, i64]
-    function.restype = i64
-    return function
+    return native.function("callalign", "callalign_pairs", (i64, i64, ints, ints, ints, doubles, ints, ints, ints,
+                           doubles, i64, i64, i64, ints, i64, doubles, i64, ints, ints, i64), i64)

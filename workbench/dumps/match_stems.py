@@ -11,7 +11,6 @@ as numbering the stems instead of the str leaves the order of first appearance u
 from __future__ import annotations
 
 import ctypes
-import functools
 from typing import Callable
 
 from .. import native
@@ -56,14 +55,6 @@ def _compiled(names: list):
 
 def _function():
     """``callstems_codes`` of the built library, typed, or None (off, not built, stale)."""
-    library = native.library("callstems")
-    return None if library is None else _typed(library)
-
-
-@functools.lru_cache(maxsize=None)
-def _typed(library):
-    function = library.callstems_codes
     i64, pointer = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
-    function.argtypes = [ctypes.c_char_p, i64, i64, pointer, pointer, pointer, pointer, pointer, i64]
-    function.restype = i64
-    return function
+    return native.function("callstems", "callstems_codes",
+                           (ctypes.c_char_p, i64, i64, pointer, pointer, pointer, pointer, pointer, i64), i64)

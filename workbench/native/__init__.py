@@ -24,6 +24,19 @@ def library(name: str):
     return load(name) if enabled() else None
 
 
+def function(name: str, symbol: str, argtypes: tuple, restype):
+    """The function ``symbol`` of library ``name`` with its C types set, or ``None`` (as ``library``)."""
+    loaded = library(name)
+    return None if loaded is None else _typed(loaded, symbol, argtypes, restype)
+
+
+@functools.lru_cache(maxsize=None)
+def _typed(loaded, symbol: str, argtypes: tuple, restype):
+    typed = getattr(loaded, symbol)
+    typed.argtypes, typed.restype = list(argtypes), restype
+    return typed
+
+
 @functools.lru_cache(maxsize=None)
 def load(name: str, directory: Path = HERE):
     import ctypes

@@ -60,17 +60,9 @@ def preload() -> None:
 
 def _function():
     """``floatrepr_lines`` of the built library, typed, or None (off, not built, stale)."""
-    library = native.library("floatrepr")
-    return None if library is None else _typed(library)
-
-
-@functools.lru_cache(maxsize=None)
-def _typed(library):
-    function = library.floatrepr_lines
     u64, i64 = ctypes.POINTER(ctypes.c_uint64), ctypes.c_int64
-    function.argtypes = [ctypes.POINTER(ctypes.c_double), i64, u64, i64, u64, i64, ctypes.c_void_p, i64]
-    function.restype = i64
-    return function
+    return native.function("floatrepr", "floatrepr_lines",
+                           (ctypes.POINTER(ctypes.c_double), i64, u64, i64, u64, i64, ctypes.c_void_p, i64), i64)
 
 
 def _compiled(function, values, count: int) -> list[str] | None:
