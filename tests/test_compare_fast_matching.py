@@ -329,3 +329,32 @@ def test_fused_columns_are_the_dict_per_pair(seed):
         want = [pair[name] for pair in expected]
         assert [(type(v), repr(v)) for v in columns[name]] == [(type(v), repr(v)) for v in want], name
 
+
+@pytest.mark.parametrize("layers", ["Int64", "object"])
+def test_plain_pairs_layers_are_the_loops(layers):
+    """The one-to-one pairs' layers (a call's known layer, else the A row's own, else None) chosen by whole arrays
+    for an Int64 column are the per-pair loop's, for calls with no, nan and integer layers, rows with missing
+    layers; any other column type goes through the loop itself."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from workbench.dumps.match_rows import PairBuilder, _layer
+    from workbench.dumps.schema import as_table
+
+    rng = random.Random(layers)
+    table = as_table(_fused_side(rng, "A", 60))
+    if layers == "object":
+        table["layer"] = pd.Series([rng.choice([None, math.nan, 4, "x"]) for _ in range(60)], dtype=object)
+    builder = PairBuilder(table, as_table(_fused_side(rng, "B", 60)))
+    stem = SimpleNamespace(stem="s")
+    for _ in range(200):
+        pairs = [(rng.randrange(60), rng.randrange(60)) for _ in range(rng.randint(0, 3))]
+        builder.add_calls(stem, stem, "call", (pairs, []), None, rng.choice([None, math.nan, 0, 9, pd.NA]))
+    plain = np.asarray(builder._plain, dtype=np.int64).reshape(-1, 4)
+    index_a, calls = plain[:, 1], plain[:, 3]
+    given = builder._call_field(4)[calls].tolist()
+    expected = [_layer(layer, own) for layer, own in zip(given, builder.rows_a.take("layer", index_a), strict=True)]
+    found = builder._plain_layers(index_a, calls)
+    assert [(type(v), repr(v)) for v in found] == [(type(v), repr(v)) for v in expected]

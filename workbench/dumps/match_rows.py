@@ -26,6 +26,7 @@ class PairBuilder:
         self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
+        self._call_columns: list | None = None    # self._calls transposed (_call_field)
         self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
         self._texts: dict[str, str] = {}
 
@@ -135,16 +136,31 @@ class PairBuilder:
         if name == "relation":
             return ["same"] * len(calls), TEXT
         if name == "layer":
-            given = self._call_field(4)[calls]
-            return listed([_layer(layer, own) for layer, own in zip(given.tolist(), self.rows_a.take("layer", index_a),
-                                                                   strict=True)])
+            return listed(self._plain_layers(index_a, calls))
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
         return taken(rows, field, positions) if field in rows.columns else ([None] * len(calls), TEXT)
 
+    def _plain_layers(self, index_a, calls) -> list:
+        """:func:`_layer` of every one-to-one pair: its call's layer where known (found once per call), else its A
+        row's own. An Int64 column's values are int or None, so there the choice is a whole-array ``where``."""
+        import numpy as np
+        import pandas as pd
+
+        given = self._call_field(4)
+        own = self.rows_a.take_objects("layer", index_a)
+        if not isinstance(self.rows_a.table["layer"].dtype, pd.Int64Dtype):
+            return [_layer(layer, mine) for layer, mine in zip(given[calls].tolist(), own.tolist(), strict=True)]
+        use = np.fromiter((layer is not None and known(layer) for layer in given.tolist()), bool, len(given))
+        return np.where(use[calls], given[calls], own).tolist()
+
     def _call_field(self, at: int):
-        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number."""
-        return object_array([call[at] for call in self._calls])
+        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number (the
+        calls transposed once, for all five fields)."""
+        if self._call_columns is None or len(self._call_columns[0]) != len(self._calls):
+            fields = list(zip(*self._calls, strict=True)) or [()] * 5
+            self._call_columns = [object_array(list(values)) for values in fields]
+        return self._call_columns[at]
 
     def unmatched_table(self):
         import numpy as np
