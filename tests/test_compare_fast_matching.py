@@ -2,6 +2,7 @@
 name column by one substitution against :func:`call_stem` one name at a time, on fuzzed and hostile names."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -265,3 +266,95 @@ def test_string_columns_taken_from_their_objects_are_pandas_take(seed):
                 assert rows.take(column, positions) == expected.tolist()
     assert {column: object_values(table[column]).tolist() for column in table.columns} == before    # untouched
     assert table["text"].isna().any()
+
+
+def _fused_pair_by_dicts(builder, index_f, indexes_p, call_a, call_b, logical, layer, swap) -> dict:
+    """One fused pair as the dict per pair made it before the columns were built whole (the reference)."""
+    from workbench.dumps.match_calls import known
+    from workbench.dumps.match_combine import combined_side
+    from workbench.dumps.match_rows import SIDE_FIELDS, _logical_text
+
+    side_f, side_p = ("B", "A") if swap else ("A", "B")
+    row_f = builder.rows(side_f).rows_at([index_f])[index_f]
+    found = builder.rows(side_p).rows_at(sorted(set(indexes_p)))
+    parts = [found[i] for i in indexes_p]
+    side_a = {k: row_f.get(k) for k in SIDE_FIELDS}
+    side_b = {k: parts[0].get(k) for k in SIDE_FIELDS} if len(parts) == 1 else combined_side(parts)
+    if swap:
+        side_a, side_b, call_a, call_b = side_b, side_a, call_b, call_a
+    first = row_f if not swap else parts[0]
+    if layer is None or not known(layer):
+        layer = first.get("layer")
+    return {"rank": first["rank"], "step": first["step"], "order": min(r["order"] for r in ([row_f] if not swap
+                                                                                            else parts)),
+            "level": "module", "relation": "fused", "logical_module": _logical_text(logical),
+            "layer": layer if known(layer) else None, "pass": first["pass"], "io": first["io"], "slot": first["slot"],
+            "call_a": call_a, "call_b": call_b, **{f"a_{k}": v for k, v in side_a.items()},
+            **{f"b_{k}": v for k, v in side_b.items()}}
+
+
+def _fused_side(rng: random.Random, side: str, size: int) -> list[dict]:
+    floats = [0.0, -0.0, 1.5, -2.25, 1e308, math.inf, -math.inf, math.nan, None, 5e-324, 0.1]
+    return [{"side": side, "rank": rng.choice([0, 3]), "step": 0, "order": rng.randrange(50),
+             "name": rng.choice(["m.wq.forward.output.0", "ünï.层.input.0", None, ""]), "op": rng.choice(["Linear", None]),
+             "module_path": rng.choice(["a.b", "", None]), "pass": rng.choice(["forward", "backward"]),
+             "io": rng.choice(["input", "output", "parameter"]), "slot": rng.randrange(3),
+             "dtype": rng.choice(["float32", None]), "shape": rng.choice(["4,2", "", None, "٣"]),
+             "numel": rng.choice([None, 0, 1, 8, 2**53, 2**62]), "max": rng.choice(floats), "min": rng.choice(floats),
+             "mean": rng.choice(floats), "l2norm": rng.choice(floats), "nan_count": rng.choice([None, 0, 2]),
+             "inf_count": rng.choice([None, 0, 5]), "layer": rng.choice([None, 0, 7]),
+             "stack_id": rng.choice([None, 1, 2]), "source": rng.choice([None, "x.py:3"])} for _ in range(size)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fused_columns_are_the_dict_per_pair(seed):
+    """The fused pairs' columns, built for all pairs at once, hold the values (and their Python types) of one
+    dict per pair: fused on A and on B, one part (a forward input) and several (combined statistics with missing,
+    nan, infinite and huge values), rows shared by several pairs, given layers known and not."""
+    from workbench.dumps.match_rows import PAIR_COLUMNS, PairBuilder
+    from workbench.dumps.schema import as_table
+
+    rng = random.Random(seed)
+    builder = PairBuilder(as_table(_fused_side(rng, "A", 40)), as_table(_fused_side(rng, "B", 40)))
+    entries = []
+    for _ in range(300):
+        parts = [rng.randrange(40) for _ in range(rng.choice([1, 1, 2, 3, 4]))]
+        entry = (rng.randrange(40), parts, "fused.0", "+".join(map(str, parts)), rng.choice([("q", "k", "v"), ()]),
+                 rng.choice([None, 2, math.nan]), rng.random() < 0.5)
+        builder.add_fused(*entry)
+        entries.append(entry)
+    columns = builder._fused_columns()
+    expected = [_fused_pair_by_dicts(builder, *entry) for entry in entries]
+    for name in PAIR_COLUMNS:
+        want = [pair[name] for pair in expected]
+        assert [(type(v), repr(v)) for v in columns[name]] == [(type(v), repr(v)) for v in want], name
+
+
+@pytest.mark.parametrize("layers", ["Int64", "object"])
+def test_plain_pairs_layers_are_the_loops(layers):
+    """The one-to-one pairs' layers (a call's known layer, else the A row's own, else None) chosen by whole arrays
+    for an Int64 column are the per-pair loop's, for calls with no, nan and integer layers, rows with missing
+    layers; any other column type goes through the loop itself."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from workbench.dumps.match_rows import PairBuilder, _layer
+    from workbench.dumps.schema import as_table
+
+    rng = random.Random(layers)
+    table = as_table(_fused_side(rng, "A", 60))
+    if layers == "object":
+        table["layer"] = pd.Series([rng.choice([None, math.nan, 4, "x"]) for _ in range(60)], dtype=object)
+    builder = PairBuilder(table, as_table(_fused_side(rng, "B", 60)))
+    stem = SimpleNamespace(stem="s")
+    for _ in range(200):
+        pairs = [(rng.randrange(60), rng.randrange(60)) for _ in range(rng.randint(0, 3))]
+        builder.add_calls(stem, stem, "call", (pairs, []), None, rng.choice([None, math.nan, 0, 9, pd.NA]))
+    plain = np.asarray(builder._plain, dtype=np.int64).reshape(-1, 4)
+    index_a, calls = plain[:, 1], plain[:, 3]
+    given = builder._call_field(4)[calls].tolist()
+    expected = [_layer(layer, own) for layer, own in zip(given, builder.rows_a.take("layer", index_a), strict=True)]
+    found = builder._plain_layers(index_a, calls)
+    assert [(type(v), repr(v)) for v in found] == [(type(v), repr(v)) for v in expected]

@@ -9,7 +9,7 @@ from dump_tables import msprobe_table
 from workbench_testing import fixtures_dir
 
 from workbench.dumps.match import match_dumps
-from workbench.dumps.match_calls import combine
+from workbench.dumps.match_combine import combine
 from workbench.dumps.match_mapping import load_mapping
 from workbench.dumps.match_ops import load_operators
 from workbench.dumps.schema import as_table
@@ -70,6 +70,20 @@ def test_combine_of_parts_equals_statistics_of_concatenation():
     assert (got["max"], got["min"], got["numel"], got["inf_count"]) == (2.5, -7.0, 5, 2)
     assert math.isclose(got["mean"], whole.mean()) and math.isclose(got["l2norm"], np.linalg.norm(whole))
 
+
+
+def test_combine_of_huge_and_opposite_infinite_statistics_is_ieee():
+    """Statistics a dump can hold that ``math.fsum`` and ``** 2`` refuse (squares past the largest double, +inf
+    and -inf means, sums that overflow) combine to IEEE inf and nan: the comparison goes on instead of crashing."""
+    rows = [{"numel": 2**62, "max": 1e308, "min": -math.inf, "mean": math.inf, "l2norm": 1e308, "nan_count": 0,
+             "inf_count": 1},
+            {"numel": 2**62, "max": math.nan, "min": 0.0, "mean": -math.inf, "l2norm": 1e300, "nan_count": None,
+             "inf_count": 1}]
+    got = combine(rows)
+    assert got["l2norm"] == math.inf and math.isnan(got["mean"]) and got["numel"] == 2**63
+    assert (got["max"], got["min"], got["nan_count"], got["inf_count"]) == (1e308, -math.inf, None, 2)
+    huge = [{**rows[0], "mean": 1e308, "l2norm": 1.0}, {**rows[0], "mean": 1e308, "l2norm": 1.0}]
+    assert combine(huge)["mean"] == math.inf and combine(huge)["l2norm"] == math.sqrt(2.0)
 
 def _fixture_pair():
     folder = fixtures_dir("dumps")

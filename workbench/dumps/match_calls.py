@@ -1,9 +1,8 @@
 """Calls: the rows of one operator or module invocation (its inputs, outputs, parameters), the unit that
-matching pairs; the pairing of rows inside two paired calls; the combined statistics of fused parts.
+matching pairs; the pairing of rows inside two paired calls (a fused tensor's combined statistics: :mod:`.match_combine`).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from .formats import load_dump_formats
@@ -266,24 +265,3 @@ def known(value) -> bool:
     import pandas as pd
 
     return not pd.isna(value)
-
-
-def combine(rows: list[dict]) -> dict:
-    """Statistics of the concatenation of several tensors (a fused tensor's parts) from theirs alone:
-    max of maxes, min of mins, numel-weighted mean, l2 = sqrt of summed squares; counts summed."""
-    numels = [_number(r["numel"]) for r in rows]
-    total = math.fsum(numels)
-    mean = math.fsum(_number(r["mean"]) * n for r, n in zip(rows, numels, strict=False)) / total if total else math.nan
-    return {"max": max(_number(r["max"]) for r in rows), "min": min(_number(r["min"]) for r in rows),
-            "mean": mean, "l2norm": math.sqrt(math.fsum(_number(r["l2norm"]) ** 2 for r in rows)),
-            "numel": int(total) if math.isfinite(total) else None,
-            "nan_count": _sum_counts(r["nan_count"] for r in rows), "inf_count": _sum_counts(r["inf_count"] for r in rows)}
-
-
-def _number(value) -> float:
-    return math.nan if not known(value) else float(value)
-
-
-def _sum_counts(values):
-    values = list(values)
-    return None if not all(known(v) for v in values) else int(sum(int(v) for v in values))

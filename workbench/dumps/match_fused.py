@@ -3,7 +3,7 @@
 
 What is comparable from statistics alone:
 - forward outputs, parameters, and backward inputs (the gradient of the outputs) are the parts
-  concatenated: compared against the parts' COMBINED statistics (:func:`.match_calls.combine`);
+  concatenated: compared against the parts' COMBINED statistics (:func:`.match_combine.combine`);
 - forward inputs are the same tensor fed to every part: compared with each part's input;
 - backward outputs (the gradient of the input) are the SUM of the parts' gradients, which statistics
   cannot give: listed unmatched with that reason.

@@ -2,9 +2,8 @@
 (with the reason), collected by a :class:`PairBuilder`."""
 from __future__ import annotations
 
-from operator import itemgetter
-
-from .match_calls import STATS, Call, Rows, combine, known
+from .match_calls import STATS, Call, Rows, known
+from .match_combine import combined_side
 from .match_columns import TEXT, joined, listed, listed_values, object_array, reordered, series, sort_order, taken
 from .rows import repeated
 
@@ -12,6 +11,7 @@ SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "
                "source")
 PAIR_COLUMNS = ("rank", "step", "order", "level", "relation", "logical_module", "layer", "pass", "io", "slot",
                 "call_a", "call_b", *(f"a_{f}" for f in SIDE_FIELDS), *(f"b_{f}" for f in SIDE_FIELDS))
+FUSED_FIELDS = (*SIDE_FIELDS, "rank", "step", "order", "layer", "pass", "io", "slot")   # what a fused pair reads
 UNMATCHED_COLUMNS = ("side", "rank", "step", "order", "name", "op", "module_path", "layer", "pass", "io", "slot",
                      "dtype", "shape", "reason")
 
@@ -26,6 +26,7 @@ class PairBuilder:
         self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
+        self._call_columns: list | None = None    # self._calls transposed (_call_field)
         self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
         self._texts: dict[str, str] = {}
 
@@ -51,34 +52,48 @@ class PairBuilder:
         self._fused.append((self._seq, (index_a, indexes_b, call_a, call_b, logical, layer, swap)))
         self._seq += 1
 
-    def _fused_pairs(self) -> list[tuple[int, dict]]:
-        """(sequence, pair dict) of every fused pair, its rows read once per side."""
-        wanted: dict[str, set] = {"A": set(), "B": set()}
-        for _, (index_f, indexes_p, *_, swap) in self._fused:
-            wanted["B" if swap else "A"].add(index_f)
-            wanted["A" if swap else "B"].update(indexes_p)
-        rows = {side: self.rows(side).rows_at(sorted(found)) for side, found in wanted.items()}
-        pairs = []
-        for sequence, (index_f, indexes_p, call_a, call_b, logical, layer, swap) in self._fused:
-            side_f, side_p = ("B", "A") if swap else ("A", "B")
-            pairs.append((sequence, self._pair(rows[side_f][index_f], [rows[side_p][i] for i in indexes_p], call_a,
-                                               call_b, "module", "fused", logical, layer, swap)))
-        return pairs
+    def _fused_columns(self) -> dict[str, list]:
+        """PAIR_COLUMNS of every fused pair (in the order added) as lists of the values one dict per pair made,
+        each built for all pairs at once: every side's rows are read once, a single row's fields are taken by
+        position, and only the pairs with several rows on a side (a fused tensor's parts) go through
+        :func:`.match_combine.combined_side`, from dicts of just those rows."""
+        import numpy as np
 
-    def _pair(self, row_a: dict, rows_b: list[dict], call_a: str, call_b: str, level: str, relation: str,
-              logical, layer, swap: bool = False) -> dict:
-        side_a, side_b = _side(row_a), _side(rows_b[0]) if len(rows_b) == 1 else _combined(rows_b)
-        if swap:
-            side_a, side_b, call_a, call_b = side_b, side_a, call_b, call_a
-        first = row_a if not swap else rows_b[0]
-        if layer is None or not known(layer):
-            layer = first.get("layer")
-        return {"rank": first["rank"], "step": first["step"], "order": min(r["order"] for r in ([row_a] if not swap
-                                                                                                  else rows_b)),
-                "level": level, "relation": relation, "logical_module": _logical_text(logical),
-                "layer": layer if known(layer) else None, "pass": first["pass"], "io": first["io"],
-                "slot": first["slot"], "call_a": call_a, "call_b": call_b,
-                **{f"a_{k}": v for k, v in side_a.items()}, **{f"b_{k}": v for k, v in side_b.items()}}
+        entries = [entry for _, entry in self._fused]
+        rows_of = {"A": [], "B": []}                  # per pair, each side's row positions (A's, B's)
+        for index_f, indexes_p, *_, swap in entries:
+            rows_of["A"].append(indexes_p if swap else [index_f])
+            rows_of["B"].append([index_f] if swap else indexes_p)
+        columns: dict[str, list] = {}
+        firsts = {}
+        for side in ("A", "B"):
+            rows, lists = self.rows(side), rows_of[side]
+            positions = sorted({i for found in lists for i in found})
+            local = {position: k for k, position in enumerate(positions)}
+            first = np.fromiter((local[found[0]] for found in lists), np.int64, len(lists))
+            taken_all = {field: object_array(rows.take(field, positions)) for field in FUSED_FIELDS
+                         if field in rows.columns}
+            several = [k for k, found in enumerate(lists) if len(found) > 1]
+            combined = [combined_side([_row(taken_all, local[i]) for i in lists[k]]) for k in several]
+            for field in SIDE_FIELDS:
+                values = taken_all[field][first] if field in taken_all else np.full(len(lists), None, dtype=object)
+                if several:
+                    values[several] = object_array([found[field] for found in combined])
+                columns[f"{side.lower()}_{field}"] = values.tolist()
+            firsts[side] = (taken_all, first, lists, local)
+        taken_a, first, lists, local = firsts["A"]
+        for name in ("rank", "step", "pass", "io", "slot"):
+            columns[name] = taken_a[name][first].tolist()
+        order = taken_a["order"]
+        columns["order"] = [order[first[k]] if len(found) == 1 else min(order[local[i]] for i in found)
+                            for k, found in enumerate(lists)]
+        own = taken_a["layer"][first].tolist() if "layer" in taken_a else [None] * len(entries)
+        columns["layer"] = [_layer(entry[5], layer) for entry, layer in zip(entries, own, strict=True)]
+        columns["level"], columns["relation"] = ["module"] * len(entries), ["fused"] * len(entries)
+        columns["logical_module"] = [_logical_text(entry[4]) for entry in entries]
+        columns["call_a"] = [entry[3] if entry[6] else entry[2] for entry in entries]
+        columns["call_b"] = [entry[2] if entry[6] else entry[3] for entry in entries]
+        return columns
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
         if index not in self._reasons[side]:
@@ -97,12 +112,10 @@ class PairBuilder:
         plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
         index_a, index_b = plain[:, 1], plain[:, 2]
         calls = plain[:, 3]                                                   # each pair's call number
-        fused = self._fused_pairs() if self._fused else []
-        sequence = np.concatenate([plain[:, 0], np.asarray([s for s, _ in fused], dtype=np.int64)])
+        fused = [sequence for sequence, _ in self._fused]
+        sequence = np.concatenate([plain[:, 0], np.asarray(fused, dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
-
-        records = list(map(itemgetter(*PAIR_COLUMNS), (pair for _, pair in fused)))     # fused pairs, transposed:
-        fused_columns = dict(zip(PAIR_COLUMNS, map(list, zip(*records, strict=True)), strict=True)) if fused else {}
+        fused_columns = self._fused_columns() if fused else {}
 
         def column(name: str) -> tuple:
             values = self._plain_column(name, index_a, index_b, calls)
@@ -123,16 +136,31 @@ class PairBuilder:
         if name == "relation":
             return ["same"] * len(calls), TEXT
         if name == "layer":
-            given = self._call_field(4)[calls]
-            return listed([_layer(layer, own) for layer, own in zip(given.tolist(), self.rows_a.take("layer", index_a),
-                                                                   strict=True)])
+            return listed(self._plain_layers(index_a, calls))
         rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
         field = name[2:]
         return taken(rows, field, positions) if field in rows.columns else ([None] * len(calls), TEXT)
 
+    def _plain_layers(self, index_a, calls) -> list:
+        """:func:`_layer` of every one-to-one pair: its call's layer where known (found once per call), else its A
+        row's own. An Int64 column's values are int or None, so there the choice is a whole-array ``where``."""
+        import numpy as np
+        import pandas as pd
+
+        given = self._call_field(4)
+        own = self.rows_a.take_objects("layer", index_a)
+        if not isinstance(self.rows_a.table["layer"].dtype, pd.Int64Dtype):
+            return [_layer(layer, mine) for layer, mine in zip(given[calls].tolist(), own.tolist(), strict=True)]
+        use = np.fromiter((layer is not None and known(layer) for layer in given.tolist()), bool, len(given))
+        return np.where(use[calls], given[calls], own).tolist()
+
     def _call_field(self, at: int):
-        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number."""
-        return object_array([call[at] for call in self._calls])
+        """One field of every paired call (:meth:`add_calls`) as an object array, indexed by call number (the
+        calls transposed once, for all five fields)."""
+        if self._call_columns is None or len(self._call_columns[0]) != len(self._calls):
+            fields = list(zip(*self._calls, strict=True)) or [()] * 5
+            self._call_columns = [object_array(list(values)) for values in fields]
+        return self._call_columns[at]
 
     def unmatched_table(self):
         import numpy as np
@@ -182,14 +210,9 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     return frame
 
 
-def _side(row: dict) -> dict:
-    return {k: row.get(k) for k in SIDE_FIELDS}
-
-
-def _combined(rows: list[dict]) -> dict:
-    joined = {k: "+".join(str(r.get(k) or "") for r in rows) for k in ("name", "op", "module_path", "shape",
-                                                                      "stack_id", "source")}
-    return {**joined, "dtype": rows[0].get("dtype"), **combine(rows)}
+def _row(columns: dict, at: int) -> dict:
+    """The side fields of one row of ``columns`` (what :func:`.match_combine.combined_side` reads)."""
+    return {field: columns[field][at] for field in SIDE_FIELDS if field in columns}
 
 
 def _logical_text(logical) -> str:
