@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from phase_timer import phase_timer
+
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = (                                  # (module, function): what each phase measures
     ("msprobe_native", "_scan"),            # the compiled scan of dump.json's bytes (incl. its arrays)
@@ -49,16 +51,6 @@ def dumps(folder: Path, rows: int) -> dict[str, Path]:
     return roots
 
 
-def timed(totals: dict, key: str, function):
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
-    return wrapper
-
-
 def measure(root: Path, repeat: int) -> dict[str, float]:
     """Best of ``repeat`` per phase (seconds), with ``json.load`` of the dump.json and the whole read."""
     from workbench.dumps import msprobe_native, readers_msprobe
@@ -75,7 +67,7 @@ def measure(root: Path, repeat: int) -> dict[str, float]:
     totals: dict[str, float] = {}
     for module, name in PHASES:
         if modules[module] is not None and hasattr(modules[module], name):
-            setattr(modules[module], name, timed(totals, name, getattr(modules[module], name)))
+            setattr(modules[module], name, phase_timer(getattr(modules[module], name), totals, name))
     best: dict[str, float] = {}
     dump_json = next(root.rglob("dump.json"))
     for _ in range(repeat):

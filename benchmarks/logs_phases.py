@@ -8,6 +8,8 @@ import resource
 import time
 from pathlib import Path
 
+from phase_timer import phase_timer
+
 from workbench.logs import read_log
 from workbench.logs.logscan import CODES
 
@@ -20,17 +22,7 @@ class _Timed:
 
     def __getattr__(self, name):
         function = getattr(self._lib, name)
-        return _timer(function, self._spent, self._label) if callable(function) else function
-
-
-def _timer(function, spent: dict, label: str):
-    def timed_call(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
-    return timed_call
+        return phase_timer(function, self._spent, self._label) if callable(function) else function
 
 
 def _timed_chunks(generator, spent: dict):
@@ -59,11 +51,11 @@ def phases(path: Path) -> str:
                (mindformers, "spans", _timed_chunks(mindformers.spans, spent)),
                (megatron_native, "library", lambda: _Timed(library(), spent, "C scan")),
                (mindformers_scan, "library", lambda: _Timed(mf_library(), spent, "C scan")),
-               (megatron, "_slow_line", _timer(megatron._slow_line, spent, "Python lines")),
-               (mindformers, "_line", _timer(mindformers._line, spent, "Python lines")),
-               (megatron, "_series_frame", _timer(megatron._series_frame, spent, "tables")),
-               (mindformers, "norm_frame", _timer(norm_rows.norm_frame, spent, "tables")),
-               (mindformers, "typed_frame", _timer(mindformers.typed_frame, spent, "tables"))]
+               (megatron, "_slow_line", phase_timer(megatron._slow_line, spent, "Python lines")),
+               (mindformers, "_line", phase_timer(mindformers._line, spent, "Python lines")),
+               (megatron, "_series_frame", phase_timer(megatron._series_frame, spent, "tables")),
+               (mindformers, "norm_frame", phase_timer(norm_rows.norm_frame, spent, "tables")),
+               (mindformers, "typed_frame", phase_timer(mindformers.typed_frame, spent, "tables"))]
     from workbench.logs.logscan import library, mf_library
 
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
