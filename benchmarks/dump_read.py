@@ -1,6 +1,6 @@
 """Benchmark: reading one msprobe dump (``read_msprobe``) per phase, against ``json.load`` of the same dump.json.
 
-The dumps are those of ``benchmarks/compare.py`` (its generator, torch and MindSpore naming). Each phase is the
+The dumps are those of ``benchmarks/compare.py`` (``msprobe_dumps.py``, torch and MindSpore naming). Each phase is the
 wall time of a named function of the readers, summed over its calls, best of ``--repeat`` runs; "other" is the
 rest of the read (decoding spellings, naming rows, spreading per-entry values). The side files (read_construct,
 read_stacks) are read while the compiled scan runs in its thread: "other" counts the longer of the two.
@@ -10,7 +10,6 @@ read_stacks) are read while the compiled scan runs in its thread: "other" counts
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys
@@ -18,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from msprobe_dumps import write_dump
 from phase_timer import phase_timer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,16 +32,8 @@ PHASES = (                                  # (module, function): what each phas
 )
 
 
-def generator():
-    spec = importlib.util.spec_from_file_location("benchmark_compare", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_dump
-
-
 def dumps(folder: Path, rows: int) -> dict[str, Path]:
     """torch and MindSpore dump roots under ``folder`` (written unless already there)."""
-    write_dump = generator()
     roots = {}
     for side, framework, seed in (("torch", "pytorch", 1), ("mindspore", "mindspore", 2)):
         unit = folder / side / "step0" / "proc0"

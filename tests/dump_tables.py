@@ -51,5 +51,5 @@ def msprobe_table(folder: Path, side: str):
 
 
 def benchmark_module():
-    """benchmarks/compare.py (its ``write_dump`` generates msprobe dumps of any size)."""
+    """benchmarks/compare.py (its ``write_dump``, from ``msprobe_dumps.py``, generates msprobe dumps of any size)."""
     return load_benchmark("compare")
