@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from ..errors import InputError
-from ..process_pool import map_in_processes
 
 Unit = tuple[int, int]          # (step, rank)
 
@@ -60,4 +59,6 @@ def run_units(function: Callable, jobs: Iterable[tuple], workers: int = 1) -> li
         raise InputError("--workers", f"expected a positive number, found {workers}", "e.g. --workers 4")
     if workers == 1 or len(jobs) <= 1:
         return [function(*job) for job in jobs]
+    from ..process_pool import map_in_processes      # multiprocessing's modules: ~15 ms a comparison without a pool skips
+
     return map_in_processes(function, jobs, workers)
