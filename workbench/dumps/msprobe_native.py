@@ -19,6 +19,7 @@ from itertools import repeat
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
 from ..native import library
+from .api_stems import stem_codes
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .msprobe_arrays import by_id, counts, distinct, integers
@@ -172,7 +173,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     names = texts(raw, entries[:, :2]) if names is None else names
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
-    ops, modules, passes, grad = beside.infos(names)
+    ops, modules, passes, grad = beside.infos(names, stem_codes(raw, entries))
     if grad:
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
@@ -180,7 +181,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         subs = [(e, k, _text(raw, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
         if len(set(subs)) != len(subs):
             return None                                   # a repeated argument name
-    backward = np.asarray(passes, dtype=object) == "backward" if passes else np.zeros(0, bool)
+    backward = np.asarray(passes, dtype=object) == "backward" if len(passes) else np.zeros(0, bool)
     tensor = np.fromiter((s in m["tensor_types"] for s in spell), bool, len(spell))
     order = {p: np.array([list(m[f"{p}_keys"]).index(k) if k in m[f"{p}_keys"] else -1 for k in layout.keys]
                          + [-1], np.int64) for p in ("forward", "backward")}

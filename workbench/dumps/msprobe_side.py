@@ -27,7 +27,7 @@ class Beside:
     """construct.json and stack.json of a dump.json's folder, read once: :meth:`load` may read them early (while
     the compiled scan runs in another thread); an error is kept and raised where the reader asks for the file,
     so errors come in the order of a reader that reads them when it needs them. ``entry_infos(names, parents,
-    fmt)``: the reader's parsing of entry names (:meth:`infos`)."""
+    fmt, stems)``: the reader's parsing of entry names (:meth:`infos`)."""
 
     def __init__(self, folder: Path, fmt: DumpFormats, entry_infos):
         self.fmt, self.entry_infos = fmt, entry_infos
@@ -47,10 +47,10 @@ class Beside:
     def stacks(self) -> dict[str, str]:
         return self._get("stacks")
 
-    def infos(self, names: list[str]):
+    def infos(self, names: list[str], stems=None):
         """Ops, module paths, passes of these entry names with construct.json's parents, and whether any is a
-        parameter gradient."""
-        return self.entry_infos(names, self.parents(), self.fmt)
+        parameter gradient (``stems``: the names' compiled stem numbering, when there is one)."""
+        return self.entry_infos(names, self.parents(), self.fmt, stems)
 
     def _get(self, key: str):
         if key not in self.found:
