@@ -8,18 +8,26 @@ from .api_stems import by_stem, ends_in_digits, stem
 from .formats import DumpFormats
 
 
-def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats, stems=None) -> tuple:
+def _entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=None, joined=None) -> tuple:
     """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
     any is a parameter gradient. ``stems``: :func:`.api_stems.stem_codes` of the names, when the library found
-    them; then API names are read once per stem and per parent (:func:`_by_stems`), the rest one by one."""
+    them; then API names are read once per stem and per parent (:func:`_by_stems`), the rest one by one.
+    ``joined``: instead of ``parents``, each name's parent as :func:`.msprobe_join.entry_parents` numbers them."""
     if stems is not None and by_stem(fmt.msprobe["api_pattern"]) and ends_in_digits(fmt.msprobe["module_pattern"]):
-        found = _by_stems(names, parents, fmt, stems)
+        found = _by_stems(names, parents, fmt, stems, joined)
         if found is not None:
             return found
-    return _one_by_one(names, parents, fmt)
+    return _one_by_one(names, parents if joined is None else _parents_of(names, joined), fmt)
 
 
-def _by_stems(names: list[str], parents: dict, fmt: DumpFormats, stems) -> tuple | None:
+def _parents_of(names: list[str], joined, rows=None) -> dict:
+    """The ``parents`` dict of these names (or of ``rows`` of them) from their numbered parents."""
+    code, texts = joined
+    rows = range(len(names)) if rows is None else rows
+    return {names[i]: texts[c] for i, c in zip(rows, code[list(rows)].tolist(), strict=True) if c >= 0}
+
+
+def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, joined=None) -> tuple | None:
     """:func:`_entry_infos` as object arrays, with Python per stem and per distinct parent for the API names of
     the stem form (the module pattern cannot match them: :func:`.api_stems.ends_in_digits`), and per name for
     the rest (module names, names of no stem or of a stem the API pattern does not match); ``None`` when a
@@ -38,17 +46,22 @@ def _by_stems(names: list[str], parents: dict, fmt: DumpFormats, stems) -> tuple
     matched = np.array([op is not None for op in ops_of] + [False], dtype=bool)
     stemmed = matched[code]                                  # code -1 (no stem) reads the last, False
     rows, rest = np.flatnonzero(stemmed), np.flatnonzero(~stemmed)
-    parent_list = list(map(parents.get, np.array(names, dtype=object)[rows]))
-    try:
-        distinct = set(parent_list)
-    except TypeError:
-        return None
-    cache: dict = {}
-    owners = {parent: _owner_module(parent, m, cache) for parent in distinct}
     ops, modules, passes = (np.empty(len(names), dtype=object) for _ in range(3))
+    cache: dict = {}
+    if joined is None:
+        parent_list = list(map(parents.get, np.array(names, dtype=object)[rows]))
+        try:
+            distinct = set(parent_list)
+        except TypeError:
+            return None
+        owners = {parent: _owner_module(parent, m, cache) for parent in distinct}
+        modules[rows] = list(map(owners.__getitem__, parent_list))
+    else:                                                    # parents numbered: one owner per distinct parent
+        owner = np.array([*(_owner_module(text, m, cache) for text in joined[1]), ""], dtype=object)
+        modules[rows] = owner[joined[0][rows]]
+        parents = _parents_of(names, joined, rest.tolist())
     ops[rows] = np.array([*ops_of, None], dtype=object)[code[rows]]
     passes[rows] = np.array([*passes_of, None], dtype=object)[code[rows]]
-    modules[rows] = list(map(owners.__getitem__, parent_list))
     found = _one_by_one([names[i] for i in rest.tolist()], parents, fmt)
     for column, values in zip((ops, modules, passes), found[:3], strict=True):
         column[rest] = values

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-from itertools import repeat
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
@@ -23,7 +22,7 @@ from .api_stems import stem_codes
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .msprobe_arrays import by_id, counts, distinct, integers
-from .msprobe_lines import row_names, spans
+from .msprobe_lines import packed, row_names, spans
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -173,7 +172,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     names = texts(raw, entries[:, :2]) if names is None else names
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
-    ops, modules, passes, grad = beside.infos(names, stem_codes(raw, entries))
+    text, spans_ = packed(names, entries[:, 1])           # the names where the compiled passes read them fast
+    ops, modules, passes, grad = beside.infos(names, stem_codes(text, spans_), text, spans_)
     if grad:
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
@@ -208,8 +208,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         index = layout.stat_index[column]
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
     per_entry = {"op": ops, "module_path": modules, "pass": passes}
-    stacks = beside.stacks()
-    per_entry["stack_id"] = list(map(stacks.get, names, repeat("", len(names))))
+    per_entry["stack_id"] = beside.stack_ids(names, text, spans_)
     for column, values in per_entry.items():
         out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
     out["rank"] = np.full(size, rank, dtype=np.int64)

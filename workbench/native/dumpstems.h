@@ -1,4 +1,5 @@
-/* The stems of API entry names and their numbering, for workbench/dumps/api_stems.py (`stem_codes`).
+/* The stems of API entry names and their numbering, for workbench/dumps/api_stems.py (`stem_codes`), and names
+   looked up among keys by their bytes (`dumpscan_join`, below).
 
    A name `{head}.{digits}.{forward|backward}` (digits: one or more ASCII 0-9) has the stem (head, pass), as
    api_stems.stem gives it; any other name has none (code -1). The names are `n` (offset, length) rows of `spans`
@@ -77,4 +78,51 @@ int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64
         previous_pass = pass;
     }
     return distinct;
+}
+
+/* Names looked up among keys by their bytes, for workbench/dumps/msprobe_join.py: for each of the `n` (offset,
+   length) rows of `spans` into `text`, the index of the row of `keys` (into `keys_text`, `nkeys` rows) holding the
+   same bytes, the last such row when `last` is 1 (a JSON object keeps a repeated name's last value), else the
+   first; -1 where none. `table`: Python's zeroed hash table of `slots` entries (a power of two, at least twice
+   `nkeys`). Returns 0, or -1 when an argument or a row is out of range. Nothing is allocated. */
+int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                      const unsigned char *keys_text, int64_t keys_size, const int64_t *keys, int64_t nkeys,
+                      int64_t last, int64_t *out, int64_t *table, int64_t slots) {
+    if (n < 0 || nkeys < 0 || text_size < 0 || keys_size < 0 || slots < 2 || slots < 2 * nkeys ||
+        (slots & (slots - 1)) != 0)
+        return -1;
+    for (int64_t k = 0; k < nkeys; k++) {
+        int64_t offset = keys[2 * k], length = keys[2 * k + 1];
+        if (offset < 0 || length < 0 || offset > keys_size || length > keys_size - offset) return -1;
+        uint64_t slot = stem_hash(keys_text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) { table[slot] = k + 1; break; }
+            int64_t other = held - 1;
+            if (keys[2 * other + 1] == length &&
+                memcmp(keys_text + keys[2 * other], keys_text + offset, (size_t)length) == 0) {
+                if (last) table[slot] = k + 1;
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
+        out[row] = -1;
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) break;
+            int64_t other = held - 1;
+            if (keys[2 * other + 1] == length &&
+                memcmp(keys_text + keys[2 * other], text + offset, (size_t)length) == 0) {
+                out[row] = other;
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    return 0;
 }
