@@ -16,7 +16,7 @@ from test_dump_stem_codes import _encoded, _formats, _many_names
 from workbench.dumps import msprobe_side
 from workbench.dumps.api_stems import stem_codes
 from workbench.dumps.msprobe_entries import _entry_infos
-from workbench.dumps.msprobe_join import Construct, entry_parents, join, scan_construct
+from workbench.dumps.msprobe_join import Construct, entry_parents, join, number, scan_construct
 from workbench.dumps.msprobe_lines import packed
 from workbench.dumps.msprobe_side import _texts, load_construct, read_construct
 from workbench.native import library
@@ -43,6 +43,19 @@ def test_join_equals_dict_lookups(seed):
     assert join(name_text, name_rows, key_text, key_rows, last=False).tolist() == [first.get(n, -1) for n in names]
     assert join(name_text, name_rows[:0], key_text, key_rows, last=True).tolist() == []
     assert join(name_text, name_rows, key_text, key_rows[:0], last=True).tolist() == [-1] * len(names)
+
+
+def test_distinct_strings_numbered_in_order_of_first_appearance():
+    rng = random.Random(4)
+    strings = [rng.choice(["a", "b", "é", "", "ab", "a" * 30, "ba"]) for _ in range(400)]
+    strings += strings[-3:] * 3                                   # runs of one string: the shortcut
+    text, rows = _encoded(strings)
+    code, first = number(text, rows)
+    order = list(dict.fromkeys(strings))
+    assert code.tolist() == [order.index(s) for s in strings]
+    assert first.tolist() == [strings.index(s) for s in order]
+    assert number(text, rows[:0])[0].size == 0
+    assert number(text, np.array([[len(text), 1]], dtype=np.int64)) is None
 
 
 def test_join_refuses_rows_outside_their_text():

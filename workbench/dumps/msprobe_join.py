@@ -1,6 +1,7 @@
 """construct.json and stack.json joined to dump.json's entry names by their bytes, in compiled passes
-(``dumpconstruct`` in ``workbench/native/dumpside.h``, ``dumpscan_join`` in ``dumpstems.h``): an entry's parent
-and stack id without a Python dict of every name, a str per parent or stack name, or a lookup per entry.
+(``dumpconstruct`` in ``workbench/native/dumpside.h``, ``dumpscan_join`` and ``dumpscan_distinct`` in
+``dumpstems.h``): an entry's parent and stack id without a Python dict of every name, a str per parent or stack
+name, or a lookup per entry.
 
 Every name, key and value here is a span of bytes that were checked to be UTF-8 and hold no escape (the scans
 refuse escapes), so equal bytes are equal strings. ``None`` wherever the library is absent or anything is
@@ -83,10 +84,28 @@ def entry_parents(raw: bytes, entries, construct: Construct, texts_of):
     found = np.flatnonzero(member >= 0)
     found = found[values[member[found], 1] >= 0]                                # null: no parent
     spans = values[member[found]]
-    first = join(construct.raw, spans, construct.raw, spans, last=False)
-    if first is None:
+    numbered = number(construct.raw, spans)
+    if numbered is None:
         return None
-    distinct, inverse = np.unique(first, return_inverse=True)
-    code[found] = inverse.reshape(-1)
-    return code, texts_of(construct.raw, spans[distinct])
+    code[found] = numbered[0]
+    return code, texts_of(construct.raw, spans[numbered[1]])
+
+
+def number(text: bytes, spans):
+    """(code, first): the distinct strings at the (offset, length) rows of ``spans`` numbered in order of first
+    appearance, and each number's first row; None as :func:`join`."""
+    import numpy as np
+
+    scanner = library("dumpscan")
+    spans = np.ascontiguousarray(spans[:, :2], dtype=np.int64)
+    if scanner is None or (len(spans) and (spans.min() < 0 or (spans[:, 0] + spans[:, 1]).max() > len(text))):
+        return None
+    code, first = np.empty(len(spans), np.int64), np.empty(len(spans), np.int64)
+    slots = 1 << max(2 * len(spans), 2).bit_length()
+    table = np.zeros(slots, np.int64)
+    scanner.dumpscan_distinct.restype = ctypes.c_int64
+    found = scanner.dumpscan_distinct(ctypes.c_char_p(text), ctypes.c_int64(len(text)), spans.ctypes.data_as(_INT64_P),
+                                    ctypes.c_int64(len(spans)), code.ctypes.data_as(_INT64_P),
+                                    first.ctypes.data_as(_INT64_P), table.ctypes.data_as(_INT64_P), ctypes.c_int64(slots))
+    return None if found < 0 else (code, first[:found])
 

@@ -126,3 +126,39 @@ int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_
     }
     return 0;
 }
+
+/* The distinct byte strings among `n` (offset, length) rows of `spans` into `text`, numbered in order of first
+   appearance: `code` per row, `first` per number (its first row); `table` as above, at least twice `n` slots. A
+   row equal to the one before is numbered without a hash table visit. Returns the number of distinct strings, or
+   -1 when an argument or a row is out of range. Nothing is allocated. */
+int64_t dumpscan_distinct(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                        int64_t *code, int64_t *first, int64_t *table, int64_t slots) {
+    if (n < 0 || text_size < 0 || slots < 2 || slots < 2 * n || (slots & (slots - 1)) != 0) return -1;
+    int64_t distinct = 0;
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        if (row && spans[2 * row - 1] == length &&
+            memcmp(text + spans[2 * row - 2], text + offset, (size_t)length) == 0) {
+            code[row] = code[row - 1];
+            continue;
+        }
+        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) {
+                table[slot] = row + 1;
+                first[distinct] = row;
+                code[row] = distinct++;
+                break;
+            }
+            int64_t other = held - 1;
+            if (spans[2 * other + 1] == length && memcmp(text + spans[2 * other], text + offset, (size_t)length) == 0) {
+                code[row] = code[other];
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    return distinct;
+}
