@@ -195,7 +195,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, rows, (names, entries), backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, (names, text, spans_), backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shape_ids = distinct(rows[:, SHAPE])                  # once for the three uses below
@@ -232,10 +232,12 @@ def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
 
 def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
-    ``.{argument name}`` for a mapping's member. ``named``: the entry names and their spans in ``raw``."""
+    ``.{argument name}`` for a mapping's member. ``named``: the entry names, and the buffer of them packed and
+    their spans there (:func:`.msprobe_lines.packed`: read there, not at their places in ``raw``, a row's entry
+    name is not a cache miss each; ``raw`` holds the argument names)."""
     import numpy as np
 
-    names, spans_ = named
+    names, text, spans_ = named
     labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     index = rows[:, INDEX]
@@ -244,7 +246,7 @@ def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -
         tails = [str(i) for i in range(int(index.max()) + 1)]
         entry = rows[:, ENTRY]                  # every row a plain position: its three pieces joined, per row
         middle = backward[entry].astype(np.int64) * len(layout.keys) + rows[:, KEY]
-        found = row_names(raw, spans_, entry, middles, middle, tails, index)
+        found = row_names(text, spans_, entry, middles, middle, tails, index)
         if found is not None:
             return found
         return np.asarray(names, dtype=object)[entry] + np.array(middles, dtype=object)[middle] \

@@ -2,10 +2,12 @@
 ``stack.json`` (stack id -> [[row names], [lines]]), read once per dump.json.
 
 stack.json's usual form (every value ``[[names], [lines]]``) is read by a compiled scanner (``dumpside`` in
-``workbench/native/dumpside.h``) into spans of the bytes, so no line of a stack is decoded; anything else
-(escapes in ids or names, other forms, repeated ids, invalid JSON or UTF-8) and construct.json are read
-through ``json`` (:func:`workbench.input_files.read_json`), which gives the result or the one-line error
-(``tests/test_dump_read_fast.py`` holds both paths to the same result).
+``workbench/native/dumpside.h``) into spans of the bytes, so no line of a stack is decoded, and so is
+construct.json's (every value a string or null: ``dumpconstruct``); the compiled reader then joins both to the
+entry names by their bytes (:mod:`.msprobe_join`). Anything else (escapes in ids, names or parents, other forms,
+repeated stack ids, invalid JSON or UTF-8) is read through ``json`` (:func:`workbench.input_files.parse_json`),
+which gives the result or the one-line error (``tests/test_dump_read_fast.py`` and ``tests/test_dump_join.py``
+hold both paths to the same result).
 """
 from __future__ import annotations
 
