@@ -152,3 +152,24 @@ def test_reads_equal_on_both_paths(construct, stack, tmp_path, monkeypatch):
     assert outcome == "table" and len(table) == 9
     if stack is STACK:
         assert table.set_index("name")["stack_id"].to_dict()["Functional.linear.0.forward.input.0"] == "0"
+
+
+@pytest.mark.parametrize("units", [[(0, 0)], [(0, 0), (1, 0), (0, 0), (1, 2)], []])
+def test_table_from_columns_equals_finish_of_row_dicts(units):
+    """The order (a unit's position: the row's index when the table holds one (rank, step)) and the layers (once
+    per distinct path, from the factorized codes) as ``finish`` makes them from one dict per row."""
+    import pandas as pd
+
+    from workbench.dumps.formats import load_dump_formats
+    from workbench.dumps.rows import finish, table_from_columns
+
+    fmt = load_dump_formats()
+    rng = random.Random(len(units))
+    paths = ["", "decoder.layers.3.mlp", "model.layers.12", "embedding", "decoder.layers.3.mlp", "layers.x"]
+    rows = [{"name": f"n{i}", "rank": rank, "step": step, "module_path": rng.choice(paths), "slot": i % 3}
+            for i, (rank, step) in enumerate(rng.choice(units) for _ in range(60 if units else 0))]
+    columns = {key: [row[key] for row in rows] for key in ("name", "rank", "step", "module_path", "slot")}
+    fast, plain = table_from_columns(columns, "A", fmt), finish([dict(r) for r in rows], "A", fmt)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+    if len(units) == 1:
+        assert fast["order"].tolist() == list(range(60))
