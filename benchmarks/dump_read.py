@@ -27,6 +27,8 @@ PHASES = (                                  # (module, function): what each phas
     ("readers_msprobe", "_stacks"),         # stack.json, name -> stack id (before: through json)
     ("msprobe_side", "read_construct"),     # construct.json: the compiled scan, else json
     ("msprobe_side", "read_stacks"),        # stack.json: the compiled scan, else json
+    ("msprobe_side", "load_construct"),     # construct.json as spans joined to the names later, else json
+    ("msprobe_side", "load_stacks"),        # stack.json as spans joined to the names later, else json
     ("readers_msprobe", "_entry_infos"),    # entry names through the YAML's grammars (op, module path, pass)
     ("readers_msprobe", "table_from_columns"),  # the pandas table
 )
@@ -81,8 +83,9 @@ def measure(root: Path, repeat: int) -> dict[str, float]:
 def _accounted(totals: dict[str, float]) -> float:
     """The seconds the phases account for; the side files (read while the scan runs in its thread) count only
     beyond the scan's time."""
-    beside = totals.get("read_construct", 0.0) + totals.get("read_stacks", 0.0)
-    serial = sum(v for k, v in totals.items() if k not in ("read_msprobe", "read_construct", "read_stacks", "_scan"))
+    side = ("read_construct", "read_stacks", "load_construct", "load_stacks")
+    beside = sum(totals.get(name, 0.0) for name in side)
+    serial = sum(v for k, v in totals.items() if k not in ("read_msprobe", "_scan", *side))
     return serial + max(totals.get("_scan", 0.0), beside) if beside else serial + totals.get("_scan", 0.0)
 
 

@@ -91,3 +91,35 @@ def test_resolver_memo_per_template_equals_resolving_each_path_alone(params):
                 assert resolve(path) == plain, (arch_name, fmt, path)
                 kinds.add(plain.kind if plain is not None else None)
     assert kinds >= {"same", "fused", "stacked", "group", "root", None}
+
+
+def _keys_one_by_one(paths: list[str], literals: frozenset[str]) -> list[str]:
+    """match_keys as it was: each digit run of each path decided by a function call."""
+    import re
+
+    index = stand_in(literals)
+    return [re.sub(r"[0-9]+", lambda m: m.group() if m.group() in literals or (m.group()[0] == "0" and len(m.group()) > 1)
+                   else index, path) for path in paths]
+
+
+@pytest.mark.parametrize("literals", [frozenset(), frozenset({"1", "2", "12", "0", "00", "123"}), frozenset({"3"})])
+def test_keys_of_joined_paths_equal_path_by_path(literals):
+    """The paths joined and split once, each distinct run decided once, equal deciding each run of each path;
+    a path holding a newline (then each path is substituted alone) too."""
+    rng = random.Random(len(literals))
+    for trial in range(300):
+        paths = ["".join(rng.choice("0123456789.a_b٣\n") for _ in range(rng.randint(0, 12)))
+                 for _ in range(rng.randint(0, 20))]
+        if trial % 3:
+            paths = [p.replace("\n", "") for p in paths]
+        assert match_keys(paths, literals) == _keys_one_by_one(paths, literals), paths
+
+
+def test_module_paths_of_a_table_distinct_sorted_without_missing_or_empty():
+    import pandas as pd
+
+    from workbench.dumps.compare_run import _module_paths
+
+    table = pd.DataFrame({"module_path": pd.array(["b.1", None, "", "a", "b.1", "a.0"], dtype="string")})
+    assert _module_paths(table) == ["a", "a.0", "b.1"]
+    assert _module_paths(table.iloc[:0]) == []

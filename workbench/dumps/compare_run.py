@@ -144,7 +144,7 @@ def module_formats(a, b, arch: str | None) -> tuple[dict, list[str]]:
 
     formats, notes = {}, []
     for side, table in (("A", a), ("B", b)):
-        paths = sorted({p for p in table["module_path"].dropna().unique() if p})
+        paths = _module_paths(table)
         try:
             formats[side] = tuple(detect_module_format(paths, [arch] if arch else None)) if paths else None
         except InputError as error:
@@ -152,6 +152,12 @@ def module_formats(a, b, arch: str | None) -> tuple[dict, list[str]]:
             notes.append(f"side {side}: module paths fit no converters/ spec ({error.problem}); only identical "
                          "module paths pair")
     return formats, notes
+
+
+def _module_paths(table) -> list[str]:
+    """The distinct non-empty module paths of a table, sorted: one set of the column's values (iterating the
+    string column's ``unique()`` made a pandas scalar per path: 25 → 8 ms for 19k paths of 200k rows)."""
+    return sorted(p for p in set(table["module_path"].to_numpy(dtype=object).tolist()) if type(p) is str and p)
 
 
 def _table(source, side: str):

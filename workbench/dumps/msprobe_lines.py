@@ -83,3 +83,18 @@ def row_names(raw: bytes, name_spans, entry, middles: list[str], middle, tails: 
     index[:, 1] = middle + len(name_spans)
     index[:, 2] = tail + len(name_spans) + len(middles)
     return lines(raw, b"".join(texts), items, index)
+
+
+def packed(names: list[str], lengths):
+    """The names as one buffer (a newline between them) and their (offset, length) rows in it: the compiled
+    passes read them there rather than at their places in dump.json, each on its own page of a 67 MB buffer
+    (a join of 78k names 19 → 7 ms, their stems 11 → 2 ms). ``lengths``: the names' lengths in UTF-8 bytes."""
+    import numpy as np
+
+    text = "\n".join(names).encode("utf-8")
+    rows = np.empty((len(names), 2), np.int64)
+    rows[:, 1] = lengths
+    rows[:, 0] = np.cumsum(rows[:, 1] + 1) - rows[:, 1] - 1
+    if len(names) and len(text) != int(rows[-1, 0] + rows[-1, 1]):        # pragma: no cover - equal by construction
+        raise ValueError("entry names and their lengths disagree")
+    return text, rows

@@ -14,15 +14,15 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-from itertools import repeat
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
 from ..native import library
+from .api_stems import stem_codes
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
 from .msprobe_arrays import by_id, counts, distinct, integers
-from .msprobe_lines import row_names, spans
+from .msprobe_lines import packed, row_names, spans
 from .rows import repeated, shape_fields, shape_of
 
 OK, IRREGULAR, FULL = 0, 1, 2
@@ -172,7 +172,8 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     names = texts(raw, entries[:, :2]) if names is None else names
     if len(set(names)) != len(names):
         return None                                       # json.loads keeps the last of a repeated name
-    ops, modules, passes, grad = beside.infos(names)
+    text, spans_ = packed(names, entries[:, 1])           # the names where the compiled passes read them fast
+    ops, modules, passes, grad = beside.infos(names, stem_codes(text, spans_), text, spans_)
     if grad:
         return None                                       # parameter gradients: the Python reader's walk
     named = rows[:, SUB_LEN] >= 0
@@ -180,7 +181,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         subs = [(e, k, _text(raw, o, n)) for e, k, o, n in rows[named][:, [ENTRY, KEY, SUB_OFF, SUB_LEN]].tolist()]
         if len(set(subs)) != len(subs):
             return None                                   # a repeated argument name
-    backward = np.asarray(passes, dtype=object) == "backward" if passes else np.zeros(0, bool)
+    backward = np.asarray(passes, dtype=object) == "backward" if len(passes) else np.zeros(0, bool)
     tensor = np.fromiter((s in m["tensor_types"] for s in spell), bool, len(spell))
     order = {p: np.array([list(m[f"{p}_keys"]).index(k) if k in m[f"{p}_keys"] else -1 for k in layout.keys]
                          + [-1], np.int64) for p in ("forward", "backward")}
@@ -194,7 +195,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, rows, (names, entries), backward, layout, m)}
+    out: dict = {"name": _names(raw, rows, (names, text, spans_), backward, layout, m)}
     out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shape_ids = distinct(rows[:, SHAPE])                  # once for the three uses below
@@ -207,8 +208,7 @@ def _columns(raw: bytes, found, layout: _Layout, path: str, step: int, rank: int
         index = layout.stat_index[column]
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
     per_entry = {"op": ops, "module_path": modules, "pass": passes}
-    stacks = beside.stacks()
-    per_entry["stack_id"] = list(map(stacks.get, names, repeat("", len(names))))
+    per_entry["stack_id"] = beside.stack_ids(names, text, spans_)
     for column, values in per_entry.items():
         out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
     out["rank"] = np.full(size, rank, dtype=np.int64)
@@ -232,10 +232,12 @@ def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
 
 def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
-    ``.{argument name}`` for a mapping's member. ``named``: the entry names and their spans in ``raw``."""
+    ``.{argument name}`` for a mapping's member. ``named``: the entry names, and the buffer of them packed and
+    their spans there (:func:`.msprobe_lines.packed`: read there, not at their places in ``raw``, a row's entry
+    name is not a cache miss each; ``raw`` holds the argument names)."""
     import numpy as np
 
-    names, spans_ = named
+    names, text, spans_ = named
     labels = {p: [IO_LABELS[m[f"{p}_keys"][k]] if k in m[f"{p}_keys"] else "" for k in layout.keys]
               for p in ("forward", "backward")}
     index = rows[:, INDEX]
@@ -244,7 +246,7 @@ def _names(raw: bytes, rows, named: tuple, backward, layout: _Layout, m: dict) -
         tails = [str(i) for i in range(int(index.max()) + 1)]
         entry = rows[:, ENTRY]                  # every row a plain position: its three pieces joined, per row
         middle = backward[entry].astype(np.int64) * len(layout.keys) + rows[:, KEY]
-        found = row_names(raw, spans_, entry, middles, middle, tails, index)
+        found = row_names(text, spans_, entry, middles, middle, tails, index)
         if found is not None:
             return found
         return np.asarray(names, dtype=object)[entry] + np.array(middles, dtype=object)[middle] \

@@ -2,32 +2,37 @@
 ``stack.json`` (stack id -> [[row names], [lines]]), read once per dump.json.
 
 stack.json's usual form (every value ``[[names], [lines]]``) is read by a compiled scanner (``dumpside`` in
-``workbench/native/dumpside.h``) into spans of the bytes, so no line of a stack is decoded; anything else
-(escapes in ids or names, other forms, repeated ids, invalid JSON or UTF-8) and construct.json are read
-through ``json`` (:func:`workbench.input_files.read_json`), which gives the result or the one-line error
-(``tests/test_dump_read_fast.py`` holds both paths to the same result).
+``workbench/native/dumpside.h``) into spans of the bytes, so no line of a stack is decoded, and so is
+construct.json's (every value a string or null: ``dumpconstruct``); the compiled reader then joins both to the
+entry names by their bytes (:mod:`.msprobe_join`). Anything else (escapes in ids, names or parents, other forms,
+repeated stack ids, invalid JSON or UTF-8) is read through ``json`` (:func:`workbench.input_files.parse_json`),
+which gives the result or the one-line error (``tests/test_dump_read_fast.py`` and ``tests/test_dump_join.py``
+hold both paths to the same result).
 """
 from __future__ import annotations
 
 import ctypes
+from itertools import repeat
 from pathlib import Path
 
 from ..errors import InputError
-from ..input_files import parse_json, read_bytes, read_json
+from ..input_files import parse_json, read_bytes
 from ..native import library
 from .formats import DumpFormats
+from .msprobe_join import Construct, entry_parents, join, scan_construct
 from .msprobe_lines import spans
 from .msprobe_native import FULL, OK, START, is_utf8, texts
 from .msprobe_sink import FIX
 
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
+CONSTRUCT = "msprobe construct.json"
 
 
 class Beside:
     """construct.json and stack.json of a dump.json's folder, read once: :meth:`load` may read them early (while
     the compiled scan runs in another thread); an error is kept and raised where the reader asks for the file,
     so errors come in the order of a reader that reads them when it needs them. ``entry_infos(names, parents,
-    fmt)``: the reader's parsing of entry names (:meth:`infos`)."""
+    fmt, stems)``: the reader's parsing of entry names (:meth:`infos`)."""
 
     def __init__(self, folder: Path, fmt: DumpFormats, entry_infos):
         self.fmt, self.entry_infos = fmt, entry_infos
@@ -42,20 +47,46 @@ class Beside:
                 pass                                            # kept: raised when asked for
 
     def parents(self) -> dict:
-        return self._get("parents")
+        return self._dict("parents")
 
     def stacks(self) -> dict[str, str]:
-        return self._get("stacks")
+        return self._dict("stacks")
 
-    def infos(self, names: list[str]):
+    def infos(self, names: list[str], stems=None, raw: bytes | None = None, entries=None):
         """Ops, module paths, passes of these entry names with construct.json's parents, and whether any is a
-        parameter gradient."""
-        return self.entry_infos(names, self.parents(), self.fmt)
+        parameter gradient (``stems``: the names' compiled stem numbering, when there is one; ``raw`` and
+        ``entries``: dump.json's bytes and the names' spans, which construct.json's spans are joined to)."""
+        construct = self._get("parents")
+        if isinstance(construct, Construct) and stems is not None and entries is not None:
+            joined = entry_parents(raw, entries, construct, _texts)
+            if joined is not None:
+                return self.entry_infos(names, None, self.fmt, stems, joined)
+        return self.entry_infos(names, self.parents(), self.fmt, stems)
+
+    def stack_ids(self, names: list[str], raw: bytes, entries):
+        """Each entry's stack id ("" where none): stack.json's name spans joined to the entries' where both were
+        scanned, else a lookup per name."""
+        import numpy as np
+
+        found = self._get("stacks")
+        if isinstance(found, Stacks):
+            member = join(raw, entries, found.raw, found.names[:, 1:], last=False)     # the first id naming it
+            if member is not None:
+                ids = np.array([*found.keys, ""], dtype=object)
+                return ids[np.where(member >= 0, found.names[np.maximum(member, 0), 0], -1)]
+        return list(map(self.stacks().get, names, repeat("", len(names))))
+
+    def _dict(self, key: str) -> dict:
+        found = self._get(key)
+        if isinstance(found, (Construct, Stacks)):                # the spans as json's dict, once
+            found = _construct_dict(found.raw, self.paths[key]) if key == "parents" else found.as_dict()
+            self.found[key] = found, None
+        return found
 
     def _get(self, key: str):
         if key not in self.found:
             try:
-                self.found[key] = (read_construct if key == "parents" else read_stacks)(self.paths[key]), None
+                self.found[key] = (load_construct if key == "parents" else load_stacks)(self.paths[key]), None
             except InputError as error:
                 self.found[key] = None, error
         value, error = self.found[key]
@@ -64,12 +95,38 @@ class Beside:
         return value
 
 
+class Stacks:
+    """stack.json's usual form as spans: ``raw``, the ids decoded (``keys``, distinct), and ``names`` (member
+    index, offset, length per name)."""
+
+    def __init__(self, raw: bytes, keys: list[str], names):
+        self.raw, self.keys, self.names = raw, keys, names
+
+    def as_dict(self) -> dict[str, str]:
+        """name → the first id naming it: the items reversed, so that the first is the one kept."""
+        names = self.names
+        return {name: self.keys[member] for member, name in zip(reversed(names[:, 0].tolist()),
+                                                                reversed(_texts(self.raw, names[:, 1:])), strict=True)}
+
+
 def read_construct(path: Path) -> dict:
-    """construct.json: row name → the module/cell it ran in (absent file: no parents). Through ``json``: its
-    strings are all needed, and its decoder makes them as fast as spans would."""
+    """construct.json: row name → the module/cell it ran in (absent file: no parents)."""
+    found = load_construct(path)
+    return _construct_dict(found.raw, path) if isinstance(found, Construct) else found
+
+
+def load_construct(path: Path):
+    """construct.json as :class:`.msprobe_join.Construct` spans where its usual form was scanned, else as
+    :func:`read_construct`'s dict (through ``json``, which gives the result or the one-line error)."""
     if not path.is_file():
         return {}
-    data = read_json(path, what="msprobe construct.json")
+    raw = read_bytes(path, what=CONSTRUCT)
+    pairs = scan_construct(raw) if is_utf8(raw) else None
+    return Construct(raw, pairs) if pairs is not None else _construct_dict(raw, path)
+
+
+def _construct_dict(raw: bytes, path: Path) -> dict:
+    data = parse_json(raw, str(path), what=CONSTRUCT)
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping of names to parents", FIX)
     return data
@@ -78,6 +135,12 @@ def read_construct(path: Path) -> dict:
 def read_stacks(path: Path) -> dict[str, str]:
     """stack.json: row name → stack id (``{"0": [[names], [lines]]}``; older: ``{name: [lines]}``); the first id
     naming a row is kept."""
+    found = load_stacks(path)
+    return found.as_dict() if isinstance(found, Stacks) else found
+
+
+def load_stacks(path: Path):
+    """stack.json as :class:`Stacks` spans where its usual form was scanned, else :func:`read_stacks`'s dict."""
     if not path.is_file():
         return {}
     what = "msprobe stack.json"
@@ -87,8 +150,7 @@ def read_stacks(path: Path) -> dict[str, str]:
         members, names = found
         keys = _texts(raw, members[:, :2])
         if len(set(keys)) == len(keys):                        # json keeps a repeated id's last value, first place
-            return {name: keys[member] for member, name in zip(reversed(names[:, 0].tolist()),
-                                                               reversed(_texts(raw, names[:, 1:])), strict=True)}
+            return Stacks(raw, keys, names)
     data = parse_json(raw, str(path), what=what)
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)

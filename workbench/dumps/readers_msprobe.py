@@ -9,14 +9,13 @@ construct.json (the module each API ran in). Field names and grammars: ``dataset
 from __future__ import annotations
 
 from pathlib import Path
-from sys import intern                  # op and pass names: one object per spelling, not one per entry
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
 from .formats import DumpFormats, load_dump_formats
-from .api_stems import by_stem, stem
 from .msprobe_native import native_columns
 from ..gc_pause import gc_paused
+from .msprobe_entries import _entry_info, _entry_infos
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
@@ -136,99 +135,6 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, b
             if key == "input_args" and isinstance(value, list):
                 offset = len(value)
     return sink.columns(step=step, rank=rank)
-
-
-def _entry_infos(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
-    """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
-    any is a parameter gradient: one loop with the patterns' bound methods, module paths once per path or
-    parent, an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`)."""
-    m = fmt.msprobe
-    module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
-    stem_of = stem if by_stem(m["api_pattern"]) else _no_stem
-    by_stems: dict = {}                                       # (head, pass) -> (op, pass) of a matched API name
-    cache: dict = {}
-    owners: dict = {}                                         # parent name -> its module path
-    ops, modules, passes, grad = [], [], [], False
-    for name in names:
-        found = module_match(name)
-        if found:
-            cls, path, pass_ = found.group("cls", "path", "pass")
-            module = cache.get(path)
-            if module is None:
-                module = _module_of(path, m, cache)
-            if pass_ == "parameters_grad":
-                grad, pass_ = True, "backward"
-            ops.append(intern(cls))
-            modules.append(module)
-            passes.append(intern(pass_))
-            continue
-        parent = parent_of(name)
-        module = owners.get(parent) if type(parent) is str else ""
-        if module is None:
-            module = owners[parent] = _owner_module(parent, m, cache)
-        key = stem_of(name)
-        known = by_stems.get(key)
-        if known is not None:
-            ops.append(known[0])
-            passes.append(known[1])
-        elif found := api_match(name):
-            prim, api, pass_ = found.group("prim", "api", "pass")
-            ops.append(intern(prim or api))
-            passes.append(intern(pass_))
-            if key is not None:
-                by_stems[key] = ops[-1], passes[-1]
-        else:
-            op, _, pass_, _ = _entry_info(name, parents, fmt, cache)
-            ops.append(op)
-            passes.append(pass_)
-        modules.append(module)
-    return ops, modules, passes, grad
-
-
-def _no_stem(name: str) -> None:
-    return None
-
-
-def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
-    """(op, module path, pass, gradient flag) of an entry; module paths cached per path and per parent name."""
-    m = fmt.msprobe
-    found = m["module_pattern"].match(entry)
-    if found:
-        grad = found.group("pass") == "parameters_grad"
-        return (intern(found.group("cls")), _module_of(found.group("path"), m, cache),
-                "backward" if grad else intern(found.group("pass")), grad)
-    found = m["api_pattern"].match(entry)
-    module = _owner_module(parents.get(entry), m, cache)
-    if found:
-        return intern(found.group("prim") or found.group("api")), module, intern(found.group("pass")), False
-    pieces = entry.split(".")
-    return (pieces[1] if len(pieces) > 1 else entry, module, "backward" if ".backward" in entry else "forward",
-            False)
-
-
-def _owner_module(parent, m: dict, cache: dict) -> str:
-    """The module path of the module/cell entry an API entry ran in (construct.json), else ""."""
-    if not isinstance(parent, str):
-        return ""
-    key = ("parent", parent)
-    if key not in cache:
-        owner = m["module_pattern"].match(parent)
-        cache[key] = _module_of(owner.group("path"), m, cache) if owner else ""
-    return cache[key]
-
-
-def _module_of(path: str, m: dict, cache: dict) -> str:
-    if path not in cache:
-        cache[path] = _unwrapped(path, m)
-    return cache[path]
-
-
-def _unwrapped(path: str, m: dict) -> str:
-    """``module.module.decoder.layers.0`` → ``decoder.layers.0`` (training wrappers are not in checkpoint names)."""
-    pieces = path.split(".")
-    while len(pieces) > 1 and pieces[0] in m["wrappers"]:
-        pieces.pop(0)
-    return ".".join(pieces)
 
 
 def _walk(value, name: str, io: str, offset: int, sink: Sink) -> None:

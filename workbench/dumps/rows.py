@@ -159,13 +159,17 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     rank = np.asarray(columns.get("rank", np.zeros(size, np.int64)), dtype=np.int64)
     step = np.asarray(columns.get("step", np.zeros(size, np.int64)), dtype=np.int64)
     columns["rank"], columns["step"] = rank, step
-    columns["order"] = pd.DataFrame({"r": rank, "s": step}).groupby(["r", "s"], sort=False).cumcount().to_numpy()
+    if size and rank.min() == rank.max() and step.min() == step.max():
+        columns["order"] = np.arange(size, dtype=np.int64)      # one (rank, step): its count is the position
+    else:
+        columns["order"] = pd.DataFrame({"r": rank, "s": step}).groupby(["r", "s"], sort=False).cumcount().to_numpy()
     columns["side"] = repeated(side, size)
     module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
     columns["module_path"] = module
     codes, paths = pd.factorize(module, use_na_sentinel=False)
     layers = [fmt.layer(path) if path else None for path in paths.tolist()]
-    columns["layer"] = integers(codes, layers.__getitem__)
+    # the codes are already the distinct ids 0..k-1, each present: no second factorize of every row
+    columns["layer"] = integers(codes, layers.__getitem__, (np.arange(len(layers)), codes))
     for text in ("logical_module", "md5", "stack_id", "name", "op"):
         if text not in columns:
             columns[text] = repeated("", size)

@@ -199,4 +199,5 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
 
 #include "dumpside.h"
 #include "dumplines.h"
+#include "dumpstems.h"
 #include "jsondepth.h"

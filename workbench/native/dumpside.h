@@ -1,4 +1,4 @@
-/* An msprobe stack.json and a byte count, for workbench/dumps/msprobe_side.py and msprobe_native.py.
+/* An msprobe stack.json and construct.json (dumpconstruct, at the end), for workbench/dumps/msprobe_side.py and msprobe_native.py.
    Included at the end of dumpscan.c: it uses its scanner (Scan, string, expect, space), which never reads
    past `size`.
 
@@ -74,4 +74,44 @@ int dumpside(const unsigned char *text, int64_t size, int64_t *members, int64_t 
     int code = side_run(&s, &o);
     counts[0] = o.nmembers; counts[1] = o.nnames;
     return code;
+}
+
+/* construct.json: a top-level object whose members are all `name: "parent"` or `name: null`. dumpconstruct()
+   writes 4 per member: the name's offset and length, the parent's offset and length (-1, -1: null). Escapes,
+   any other value, invalid JSON: IRREGULAR; FULL: `cap` members were not enough. Nesting is 1 deep. */
+static void construct_document(Scan *s, int64_t *pairs, int64_t cap, int64_t *count) {
+    expect(s, '{');
+    space(s);
+    if (peek(s) == '}') s->i++;
+    else for (;;) {
+        if (*count >= cap) full(s);
+        int64_t *r = pairs + 4 * *count;
+        space(s);
+        string(s, &r[0], &r[1], 0);
+        expect(s, ':');
+        space(s);
+        if (peek(s) == 'n' && word(s, "null")) r[2] = r[3] = -1;
+        else string(s, &r[2], &r[3], 0);
+        ++*count;
+        if (container_ends(s, '}')) break;
+    }
+    space(s);
+    if (s->i != s->n) irregular(s);
+}
+
+static int construct_run(Scan *s, int64_t *pairs, int64_t cap, int64_t *count) {
+    int code = setjmp(s->fail);
+    if (code != 0) return code;
+    construct_document(s, pairs, cap, count);
+    return SCAN_OK;
+}
+
+/* counts[0] <- members written. Returns SCAN_OK, SCAN_IRREGULAR or SCAN_FULL. */
+int dumpconstruct(const unsigned char *text, int64_t size, int64_t *pairs, int64_t cap, int64_t *counts) {
+    Scan s;
+    memset(&s, 0, sizeof s);
+    s.p = text; s.n = size; s.depth_limit = 1;
+    counts[0] = 0;
+    if (size < 0 || cap < 0) return SCAN_IRREGULAR;
+    return construct_run(&s, pairs, cap, counts);
 }

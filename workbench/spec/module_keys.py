@@ -15,6 +15,7 @@ import re
 from typing import Iterable
 
 _DIGITS = re.compile(r"[0-9]+")             # ASCII, as templates and skeletons read digits
+_DIGITS_RUN = re.compile(r"([0-9]+)")       # the same, kept by split
 
 
 def literal_runs(template_texts: Iterable[str]) -> frozenset[str]:
@@ -31,11 +32,20 @@ def stand_in(literals: frozenset[str]) -> str:
 
 
 def match_keys(paths: list[str], literals: frozenset[str]) -> list[str]:
-    """Each path's key: its index runs that no template spells replaced by one stand-in index."""
+    """Each path's key: its index runs that no template spells replaced by one stand-in index. The paths are
+    joined a line each and split at their digit runs once, and each distinct run is decided once (not a Python
+    call per run of every path); paths holding a newline are substituted one by one."""
     index = stand_in(literals)
+    joined = "\n".join(paths)
+    if not paths or joined.count("\n") != len(paths) - 1:
+        return [_DIGITS_RUN.sub(lambda found: _kept(found.group(), literals, index), path) for path in paths]
+    pieces = _DIGITS_RUN.split(joined)                  # text, run, text, run, ..., text
+    runs = pieces[1::2]
+    decided = {run: _kept(run, literals, index) for run in set(runs)}
+    pieces[1::2] = map(decided.__getitem__, runs)
+    return "".join(pieces).split("\n")
 
-    def replace(found: re.Match) -> str:
-        run = found.group()
-        return run if run in literals or (run[0] == "0" and len(run) > 1) else index
 
-    return [_DIGITS.sub(replace, path) for path in paths]
+def _kept(run: str, literals: frozenset[str], index: str) -> str:
+    """A digit run as the key spells it: as it is when a template spells it or it starts with a zero and goes on."""
+    return run if run in literals or (run[0] == "0" and len(run) > 1) else index

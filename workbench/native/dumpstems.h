@@ -1,0 +1,164 @@
+/* The stems of API entry names and their numbering, for workbench/dumps/api_stems.py (`stem_codes`), and names
+   looked up among keys by their bytes (`dumpscan_join`, below).
+
+   A name `{head}.{digits}.{forward|backward}` (digits: one or more ASCII 0-9) has the stem (head, pass), as
+   api_stems.stem gives it; any other name has none (code -1). The names are `n` (offset, length) rows of `spans`
+   into `text` (dump.json's bytes, valid UTF-8, so a '.' byte is the character '.'). Output, in arrays Python
+   allocated with the sizes it passed: `code` (each name's stem numbered in order of first appearance, or -1)
+   and `first` (each number's first name); `table` is Python's zeroed hash table of `slots` entries (a power of
+   two, at least twice `n`), which holds 1 + the first name of each distinct stem. Returns the number of distinct
+   stems, or -1 when an argument or a span is out of range (Python then reads the names one by one). Nothing is
+   allocated; nothing is executed or followed from the input. */
+
+/* 0 forward, 1 backward, -1 otherwise: the pass the bytes [p, end) spell. */
+static int stem_pass(const unsigned char *p, const unsigned char *end) {
+    if (end - p == 7 && memcmp(p, "forward", 7) == 0) return 0;
+    if (end - p == 8 && memcmp(p, "backward", 8) == 0) return 1;
+    return -1;
+}
+
+/* The length of the head of `{head}.{digits}.{pass}` at [name, end) with its pass in `*pass`, or -1. */
+static int64_t stem_head(const unsigned char *name, const unsigned char *end, int *pass) {
+    const unsigned char *dot = end;
+    while (dot > name && dot[-1] != '.') dot--;
+    if (dot == name) return -1;                                         /* no dot */
+    *pass = stem_pass(dot, end);
+    if (*pass < 0) return -1;
+    const unsigned char *digit = dot - 1;                               /* the dot before the pass */
+    while (digit > name && digit[-1] >= '0' && digit[-1] <= '9') digit--;
+    if (digit == dot - 1 || digit == name || digit[-1] != '.') return -1;  /* no digits, or no dot before them */
+    return (digit - 1) - name;
+}
+
+static uint64_t stem_hash(const unsigned char *p, int64_t length, int pass) {      /* FNV-1a, then the pass */
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < length; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return (h ^ (uint64_t)(pass + 1)) * 1099511628211ull;
+}
+
+int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                       int64_t *code, int64_t *first, int64_t *table, int64_t slots) {
+    if (n < 0 || text_size < 0 || slots < 2 || slots < 2 * n || (slots & (slots - 1)) != 0) return -1;
+    int64_t distinct = 0, previous = -1, previous_head = -1;
+    int previous_pass = -1;
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        const unsigned char *name = text + offset;
+        int pass = -1;
+        int64_t head = stem_head(name, name + length, &pass);
+        code[row] = -1;
+        if (head < 0) continue;
+        if (previous >= 0 && previous_head == head && previous_pass == pass &&
+            memcmp(text + spans[2 * first[code[previous]]], name, (size_t)head) == 0) {
+            code[row] = code[previous];         /* a stem repeated at once (x.0.forward, x.1.forward): no hash visit */
+            previous = row;
+            continue;
+        }
+        uint64_t slot = stem_hash(name, head, pass) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) {                                             /* a stem not seen before */
+                table[slot] = row + 1;
+                first[distinct] = row;
+                code[row] = distinct++;
+                break;
+            }
+            const unsigned char *other = text + spans[2 * (held - 1)];
+            int other_pass = -1;
+            int64_t other_head = stem_head(other, other + spans[2 * (held - 1) + 1], &other_pass);
+            if (other_head == head && other_pass == pass && memcmp(other, name, (size_t)head) == 0) {
+                code[row] = code[held - 1];
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+        previous = row;
+        previous_head = head;
+        previous_pass = pass;
+    }
+    return distinct;
+}
+
+/* Names looked up among keys by their bytes, for workbench/dumps/msprobe_join.py: for each of the `n` (offset,
+   length) rows of `spans` into `text`, the index of the row of `keys` (into `keys_text`, `nkeys` rows) holding the
+   same bytes, the last such row when `last` is 1 (a JSON object keeps a repeated name's last value), else the
+   first; -1 where none. `table`: Python's zeroed hash table of `slots` entries (a power of two, at least twice
+   `nkeys`). Returns 0, or -1 when an argument or a row is out of range. Nothing is allocated. */
+int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                      const unsigned char *keys_text, int64_t keys_size, const int64_t *keys, int64_t nkeys,
+                      int64_t last, int64_t *out, int64_t *table, int64_t slots) {
+    if (n < 0 || nkeys < 0 || text_size < 0 || keys_size < 0 || slots < 2 || slots < 2 * nkeys ||
+        (slots & (slots - 1)) != 0)
+        return -1;
+    for (int64_t k = 0; k < nkeys; k++) {
+        int64_t offset = keys[2 * k], length = keys[2 * k + 1];
+        if (offset < 0 || length < 0 || offset > keys_size || length > keys_size - offset) return -1;
+        uint64_t slot = stem_hash(keys_text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) { table[slot] = k + 1; break; }
+            int64_t other = held - 1;
+            if (keys[2 * other + 1] == length &&
+                memcmp(keys_text + keys[2 * other], keys_text + offset, (size_t)length) == 0) {
+                if (last) table[slot] = k + 1;
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
+        out[row] = -1;
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) break;
+            int64_t other = held - 1;
+            if (keys[2 * other + 1] == length &&
+                memcmp(keys_text + keys[2 * other], text + offset, (size_t)length) == 0) {
+                out[row] = other;
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    return 0;
+}
+
+/* The distinct byte strings among `n` (offset, length) rows of `spans` into `text`, numbered in order of first
+   appearance: `code` per row, `first` per number (its first row); `table` as above, at least twice `n` slots. A
+   row equal to the one before is numbered without a hash table visit. Returns the number of distinct strings, or
+   -1 when an argument or a row is out of range. Nothing is allocated. */
+int64_t dumpscan_distinct(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                        int64_t *code, int64_t *first, int64_t *table, int64_t slots) {
+    if (n < 0 || text_size < 0 || slots < 2 || slots < 2 * n || (slots & (slots - 1)) != 0) return -1;
+    int64_t distinct = 0;
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        if (row && spans[2 * row - 1] == length &&
+            memcmp(text + spans[2 * row - 2], text + offset, (size_t)length) == 0) {
+            code[row] = code[row - 1];
+            continue;
+        }
+        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) {
+                table[slot] = row + 1;
+                first[distinct] = row;
+                code[row] = distinct++;
+                break;
+            }
+            int64_t other = held - 1;
+            if (spans[2 * other + 1] == length && memcmp(text + spans[2 * other], text + offset, (size_t)length) == 0) {
+                code[row] = code[other];
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    return distinct;
+}
