@@ -207,3 +207,21 @@ def repeated(value, size: int):
     out = np.empty(size, dtype=object)
     out.fill(value)
     return out
+
+
+M_ARENA_MAX = -8                   # glibc's mallopt parameter (malloc.h)
+
+
+def one_heap_for_threads() -> None:
+    """Threads allocate from the main thread's C heap (glibc ``mallopt(M_ARENA_MAX, 1)``), called before the
+    reader starts its scanning thread. Otherwise that thread's first ``malloc`` makes a heap of its own, where the
+    scan's arrays live, and what they leave free there is never reused by the main thread: 30-40 MB more in the
+    peak of a 200k-row comparison (508 against 470 MiB). The threads only contend on the heap's lock for the
+    few large arrays the scan allocates. Elsewhere (no glibc) nothing happens."""
+    import ctypes
+
+    from ..libc import libc_function
+
+    mallopt = libc_function("mallopt", argtypes=(ctypes.c_int, ctypes.c_int))
+    if mallopt is not None:
+        mallopt(M_ARENA_MAX, 1)
