@@ -98,8 +98,20 @@ class Call:
     pass_: str
     is_module: bool
     order: int
+    index: int                                         # its number in the side's CallIndex (rows.derived["calls"])
     rows: list[int] = field(default_factory=list)      # row positions, in execution order
     by_io: dict[str, list[int]] = field(default_factory=dict)      # io -> row positions in slot order
+
+
+@dataclass
+class CallIndex:
+    """What :func:`.match_calls.calls_of` knows of a side's calls, by call number (``Call.index``)."""
+
+    call_of: object          # row -> its call number (int64 array)
+    io_rank: object          # row -> 0 input, 1 output, 2 any other io (int8 array)
+    slots: object            # row -> its slot (int64 array)
+    ops: list[str]           # call number -> its op text
+    passes: list[str]        # call number -> its pass text
 
 
 def calls_of(rows: Rows) -> list[Call]:
@@ -128,8 +140,15 @@ def calls_of(rows: Rows) -> list[Call]:
     stems = stems_at(firsts)
     is_module = [found is not None for found in map(module_call, stems)]
     own_rows = list(map(order_list.__getitem__, map(slice, [0, *ends[:-1]], ends)))      # each call's rows
-    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, own_rows))   # no loop frame
-    _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
+    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
+                     own_rows))                                         # no loop frame
+    ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
+    _fill_by_io(calls, call_of, ios, slots)
+    io_rank = np.full(rows.size, 2, dtype=np.int8)          # the ios a call's features read (match_features)
+    io_texts = np.asarray(ios, dtype=object)
+    io_rank[io_texts == "output"] = 1
+    io_rank[io_texts == "input"] = 0
+    rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_)
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]

@@ -1,0 +1,122 @@
+"""The calls' alignment features as numbers (:mod:`workbench.dumps.match_features`) are the :class:`Feature` of each
+call: equal codes exactly where the (class, pass), the (class, pass, element counts) and the last element count are
+equal, the same levels, and the same pairs as :func:`align` of the Features, compiled and in Python, on fuzzed and
+hostile tables (unknown and huge counts, other ios, calls without inputs or outputs, a hash collision forced)."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from workbench.dumps import match_align_native, match_features
+from workbench.dumps.match_align import Feature, align
+from workbench.dumps.match_calls import calls_of, known
+from workbench.dumps.match_features import CallFeatures
+from workbench.dumps.match_ops import load_operators
+from workbench.dumps.match_rows import PairBuilder
+from workbench.dumps.schema import as_table
+
+OPS = ["Functional.linear", "Primitive.matmul.MatMul", "Tensor.__add__", "add", "Functional.softmax", "cast", "ünï"]
+COUNTS = [4, 8, 16, None, 0, 2 ** 40]
+
+
+def _side(rng: random.Random, side: str, calls: int, counts=COUNTS) -> list[dict]:
+    rows = []
+    for call in range(calls):
+        op = rng.choice(OPS)
+        pass_ = rng.choice(["forward", "forward", "backward", None])
+        for position in range(rng.randint(0, 5)):
+            io = rng.choice(["input", "input", "output", "output", "parameter", "other"])
+            slot = rng.randrange(3)
+            rows.append({"side": side, "rank": 0, "step": 0, "order": call, "name": f"{op}.{call}.forward.{io}.{slot}",
+                         "op": op, "module_path": "m", "pass": pass_, "io": io, "slot": slot, "dtype": "float32",
+                         "shape": "4", "numel": rng.choice(counts),
+                         "max": 1.0, "min": -1.0, "mean": 0.0,
+                         "l2norm": rng.choice([math.nan, 0.0, -0.0, 1.5, math.inf, 1e308, 5e-324, position + 0.25])})
+    rng.shuffle(rows)                                      # rows of a call apart, slots out of order
+    return rows
+
+
+def _old_features(rows, calls, ops) -> list[Feature]:
+    """What match._features made: the class, pass, counts of the inputs then the outputs (slot order), the l2norm of
+    the first output row."""
+    numel = [int(n) if known(n) else -1 for n in rows["numel"]]
+    level = [float(v) if known(v) else math.nan for v in rows["l2norm"]]
+    found = []
+    for call in calls:
+        inputs, outputs = call.by_io.get("input", ()), call.by_io.get("output", ())
+        found.append(Feature(ops.op_class(call.op), call.pass_, (*(numel[i] for i in inputs),
+                                                                 *(numel[i] for i in outputs)),
+                             level[min(outputs)] if outputs else math.nan))
+    return found
+
+
+def _made(rows_a: list[dict], rows_b: list[dict], huge: int | None = None):
+    ops = load_operators()
+    table_a = as_table(rows_a)
+    if huge is not None:                       # the schema's Int64 cannot hold it: an object column
+        import pandas as pd
+
+        table_a["numel"] = pd.Series([huge if k % 3 == 0 else n for k, n in enumerate(table_a["numel"].tolist())],
+                                     dtype=object)
+    builder = PairBuilder(table_a, as_table(rows_b))
+    calls_a, calls_b = calls_of(builder.rows_a), calls_of(builder.rows_b)
+    calls_a.sort(key=lambda c: c.index)
+    calls_b.sort(key=lambda c: c.index)
+    return builder, ops, calls_a, calls_b
+
+
+def _same_relation(codes, values) -> None:
+    codes = list(codes)
+    for i in range(len(values)):
+        for j in range(i, len(values)):
+            assert (codes[i] == codes[j]) == (values[i] == values[j]), (values[i], values[j])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("collide", [False, True])
+def test_codes_are_the_features(seed, collide, monkeypatch):
+    if collide:                       # every hash equal to the first count: the codes must come from the bytes
+        monkeypatch.setattr(match_features, "HASH_BASE", 0)
+    rng = random.Random(seed)
+    builder, ops, calls_a, calls_b = _made(_side(rng, "A", 60), _side(rng, "B", 60))
+    features = CallFeatures(builder.rows_a, builder.rows_b, ops)
+    features.aligned(calls_a[:1], calls_b[:1])
+    (codes_a, codes_b) = features._codes
+    old = _old_features(builder.rows_a, calls_a, ops) + _old_features(builder.rows_b, calls_b, ops)
+    kind, key, last, level = (np.concatenate([a, b]) for a, b in zip(codes_a, codes_b, strict=True))
+    _same_relation(kind, [(f.cls, f.pass_) for f in old])
+    _same_relation(key, [f.key for f in old])
+    _same_relation(last, [f.numels[-1:] for f in old])
+    assert [str(v) for v in level.tolist()] == [str(f.level) for f in old]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("native", [True, False])
+def test_groups_pair_as_align_of_their_features(seed, native, monkeypatch):
+    if not native:
+        monkeypatch.setattr(match_align_native, "_function", lambda: None)
+    elif match_align_native._function() is None:
+        pytest.skip("the callalign library is not built (python workbench/native/build.py)")
+    rng = random.Random(100 + seed)
+    builder, ops, calls_a, calls_b = _made(_side(rng, "A", 80, [4, 8, None]), _side(rng, "B", 80, [4, 8, None]))
+    features = CallFeatures(builder.rows_a, builder.rows_b, ops)
+    old_a, old_b = _old_features(builder.rows_a, calls_a, ops), _old_features(builder.rows_b, calls_b, ops)
+    for _ in range(30):
+        at_a = sorted(rng.sample(range(len(calls_a)), rng.randint(1, len(calls_a))))
+        at_b = sorted(rng.sample(range(len(calls_b)), rng.randint(1, len(calls_b))))
+        expected = align([old_a[i] for i in at_a], [old_b[j] for j in at_b])
+        assert features.aligned([calls_a[i] for i in at_a], [calls_b[j] for j in at_b]) == expected
+
+
+def test_counts_beyond_int64_are_numbered_as_tuples():
+    rng = random.Random(7)
+    builder, ops, calls_a, calls_b = _made(_side(rng, "A", 30), _side(rng, "B", 30), huge=2 ** 70)
+    features = CallFeatures(builder.rows_a, builder.rows_b, ops)
+    old_a, old_b = _old_features(builder.rows_a, calls_a, ops), _old_features(builder.rows_b, calls_b, ops)
+    assert features.aligned(calls_a, calls_b) == align(old_a, old_b)
+    kind, key, last, _ = (np.concatenate([a, b]) for a, b in zip(*features._codes, strict=True))
+    _same_relation(key, [f.key for f in old_a + old_b])
+    _same_relation(last, [f.numels[-1:] for f in old_a + old_b])
