@@ -3,7 +3,8 @@ matching pairs; the pairing of rows inside two paired calls (a fused tensor's co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 
 from .formats import load_dump_formats
 from .match_names import cell_text, param_name
@@ -87,6 +88,26 @@ class Rows:
                 for position, row in zip(positions, zip(*values, strict=True), strict=True)}
 
 
+IOS = ("input", "output", "parameter")        # the ios matching reads of a call (any other io: code 3)
+IO_CODE = {io: code for code, io in enumerate(IOS)}
+
+
+@dataclass
+class CallIndex:
+    """What :func:`calls_of` knows of a side's calls, by call number (``Call.index``), as arrays and flat lists: no
+    list or dict per call."""
+
+    call_of: object          # row -> its call number (int64 array)
+    io_rank: object          # row -> its io's place in IOS, 3 for any other io (int8 array)
+    slots: object            # row -> its slot (int64 array)
+    ops: list[str]           # call number -> its op text
+    passes: list[str]        # call number -> its pass text
+    by_call: list[int]       # row positions by call, each call's in row (execution) order
+    call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
+    by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
+    io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
+
+
 @dataclass(slots=True)
 class Call:
     side: str
@@ -98,20 +119,25 @@ class Call:
     pass_: str
     is_module: bool
     order: int
-    index: int                                         # its number in the side's CallIndex (rows.derived["calls"])
-    rows: list[int] = field(default_factory=list)      # row positions, in execution order
-    by_io: dict[str, list[int]] = field(default_factory=dict)      # io -> row positions in slot order
+    index: int               # its number in the side's CallIndex
+    table: CallIndex
 
+    @property
+    def rows(self) -> list[int]:
+        """Its row positions, in execution order."""
+        at = self.table.call_at
+        return self.table.by_call[at[self.index]:at[self.index + 1]]
 
-@dataclass
-class CallIndex:
-    """What :func:`.match_calls.calls_of` knows of a side's calls, by call number (``Call.index``)."""
+    def io_rows(self, io: str) -> list[int]:
+        """The positions of its rows of ``io`` (one of IOS), in slot order (ties in row order)."""
+        table = self.table
+        at, code = table.io_at, 4 * self.index + IO_CODE[io]
+        return table.by_io[at[code]:at[code + 1]]
 
-    call_of: object          # row -> its call number (int64 array)
-    io_rank: object          # row -> 0 input, 1 output, 2 any other io (int8 array)
-    slots: object            # row -> its slot (int64 array)
-    ops: list[str]           # call number -> its op text
-    passes: list[str]        # call number -> its pass text
+    @property
+    def by_io(self) -> dict[str, list[int]]:
+        """io -> :meth:`io_rows`, for the ios of IOS it has."""
+        return {io: found for io in IOS if (found := self.io_rows(io))}
 
 
 def calls_of(rows: Rows) -> list[Call]:
@@ -139,16 +165,14 @@ def calls_of(rows: Rows) -> list[Call]:
     side, op, module, pass_ = texts
     stems = stems_at(firsts)
     is_module = [found is not None for found in map(module_call, stems)]
-    own_rows = list(map(order_list.__getitem__, map(slice, [0, *ends[:-1]], ends)))      # each call's rows
-    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
-                     own_rows))                                         # no loop frame
     ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
-    _fill_by_io(calls, call_of, ios, slots)
-    io_rank = np.full(rows.size, 2, dtype=np.int8)          # the ios a call's features read (match_features)
-    io_texts = np.asarray(ios, dtype=object)
-    io_rank[io_texts == "output"] = 1
-    io_rank[io_texts == "input"] = 0
-    rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_)
+    io_rank = _io_codes(ios)
+    by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
+    io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))]).tolist()
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, order_list, [0, *ends],
+                                              by_io.tolist(), io_at)
+    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
+                     repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
@@ -185,20 +209,15 @@ def _codes(columns):
     return np.asarray(codes, dtype=np.int64)
 
 
-def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
-    """Each call's ``by_io``: io → its rows in slot order (ties in row order), ios in order of appearance."""
+def _io_codes(ios: list):
+    """Each row's io as its place in IOS, 3 for any other value (None included)."""
     import numpy as np
 
-    group_of = _codes((call_of, ios))
-    size = int(group_of.max()) + 1
-    ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
-    ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
-    starts = [0, *ends[:-1]]
-    positions = ordered.tolist()
-    heads = ordered[np.asarray(starts, dtype=np.int64)]                              # a row of each group
-    for owner, io, start, end in zip(call_of[heads].tolist(), map(ios.__getitem__, heads.tolist()), starts, ends,
-                                     strict=True):
-        calls[owner].by_io[io] = positions[start:end]
+    texts = np.asarray(ios, dtype=object)
+    codes = np.full(len(texts), 3, dtype=np.int8)
+    for code, io in enumerate(IOS):
+        codes[texts == io] = code
+    return codes
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
@@ -224,9 +243,8 @@ def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tu
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
     numel_a, numel_b = rows_a["numel"], rows_b["numel"]
-    by_a, by_b = call_a.by_io, call_b.by_io
-    for io in ("input", "output", "parameter"):
-        part_a, part_b = by_a.get(io, ()), by_b.get(io, ())
+    for io in IOS:
+        part_a, part_b = call_a.io_rows(io), call_b.io_rows(io)
         if not part_a and not part_b:
             continue
         if io == "parameter":
