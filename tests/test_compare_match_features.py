@@ -1,7 +1,8 @@
 """The calls' alignment features as numbers (:mod:`workbench.dumps.match_features`) are the :class:`Feature` of each
 call: equal codes exactly where the (class, pass), the (class, pass, element counts) and the last element count are
 equal, the same levels, and the same pairs as :func:`align` of the Features, compiled and in Python, on fuzzed and
-hostile tables (unknown and huge counts, other ios, calls without inputs or outputs, a hash collision forced)."""
+hostile tables (unknown and huge counts, other ios, calls without inputs or outputs, a hash collision forced); the
+unmatched rows recorded as events are the dict of first reasons."""
 from __future__ import annotations
 
 import math
@@ -120,3 +121,38 @@ def test_counts_beyond_int64_are_numbered_as_tuples():
     kind, key, last, _ = (np.concatenate([a, b]) for a, b in zip(*features._codes, strict=True))
     _same_relation(key, [f.key for f in old_a + old_b])
     _same_relation(last, [f.numels[-1:] for f in old_a + old_b])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unmatched_events_are_the_dict_of_first_reasons(seed):
+    """Rows and whole calls recorded unmatched, repeated and interleaved, come out as the dict ``{row: reason}``
+    filled by setdefault in the same order: each row once, at its first reason's place."""
+    from workbench.dumps.match_unmatched import Unmatched
+
+    rng = random.Random(seed)
+    builder, _, calls_a, calls_b = _made(_side(rng, "A", 40), _side(rng, "B", 40))
+    unmatched = Unmatched()
+    expected: dict[str, dict[int, str]] = {"A": {}, "B": {}}
+    sizes = {"A": builder.rows_a.size, "B": builder.rows_b.size}
+    for _ in range(300):
+        side = rng.choice("AB")
+        reason = rng.choice(["r1", "r2", "ü,3", ""])
+        if rng.random() < 0.5 and sizes[side]:
+            index = rng.randrange(sizes[side])
+            unmatched.row(side, index, reason)
+            expected[side].setdefault(index, reason)
+        else:
+            call = rng.choice(calls_a if side == "A" else calls_b)
+            unmatched.call(side, call, reason)
+            for index in call.rows:
+                expected[side].setdefault(index, reason)
+    for side in "AB":
+        positions, reasons = unmatched.found(side)
+        assert list(zip(positions.tolist(), reasons.tolist(), strict=True)) == list(expected[side].items())
+
+
+def test_nothing_unmatched():
+    from workbench.dumps.match_unmatched import Unmatched
+
+    positions, reasons = Unmatched().found("A")
+    assert positions.tolist() == [] and reasons.tolist() == []

@@ -106,6 +106,13 @@ class CallIndex:
     call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
     by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
     io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
+    by_call_array: object    # by_call as an int64 array
+
+    def rows_by_call(self) -> tuple:
+        """(by_call, call_at) as int64 arrays."""
+        import numpy as np
+
+        return self.by_call_array, np.asarray(self.call_at, dtype=np.int64)
 
 
 @dataclass(slots=True)
@@ -170,7 +177,7 @@ def calls_of(rows: Rows) -> list[Call]:
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))]).tolist()
     index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, order_list, [0, *ends],
-                                              by_io.tolist(), io_at)
+                                              by_io.tolist(), io_at, by_call)
     calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
                      repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),

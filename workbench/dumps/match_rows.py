@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .match_calls import STATS, Call, Rows, known
 from .match_combine import combined_side
+from .match_unmatched import Unmatched
 from .match_columns import TEXT, joined, listed, listed_values, object_array, reordered, series, sort_order, taken
 from .rows import repeated
 
@@ -27,8 +28,7 @@ class PairBuilder:
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
         self._call_columns: list | None = None    # self._calls transposed (_call_field)
-        self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
-        self._texts: dict[str, str] = {}
+        self._unmatched = Unmatched()
 
     def rows(self, side: str) -> Rows:
         return self.rows_a if side == "A" else self.rows_b
@@ -96,15 +96,12 @@ class PairBuilder:
         return columns
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
-        if index not in self._reasons[side]:
-            self._reasons[side][index] = self._texts.setdefault(reason, reason)   # one object per text
+        """The row at ``index`` of ``side`` is unmatched for ``reason`` (unless a reason came for it before)."""
+        self._unmatched.row(side, index, reason)
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
         """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
-        reason = self._texts.setdefault(reason, reason)
-        keep = self._reasons[side].setdefault
-        for index in call.rows:
-            keep(index, reason)
+        self._unmatched.call(side, call, reason)
 
     def pairs_table(self):
         import numpy as np
@@ -163,25 +160,22 @@ class PairBuilder:
         return self._call_columns[at]
 
     def unmatched_table(self):
-        import numpy as np
-
-        found = self._reasons                      # side -> {row position: reason}, in the order recorded
-        positions = {side: np.fromiter(items, np.int64, len(items)) for side, items in found.items()}
+        found = {side: self._unmatched.found(side) for side in ("A", "B")}     # (positions, reasons) in order
 
         def column(name: str) -> tuple:
             parts: list = []
-            for side, items in found.items():
+            for side, (positions, reasons) in found.items():
                 rows = self.rows(side)
                 if name == "side":
-                    parts.append((repeated(side, len(items)), TEXT))
+                    parts.append((repeated(side, len(positions)), TEXT))
                 elif name == "reason":
-                    parts.append((list(items.values()), TEXT))
+                    parts.append((reasons, TEXT))
                 else:
-                    parts.append(taken(rows, name, positions[side]) if name in rows.columns
-                                 else ([None] * len(items), TEXT))
+                    parts.append(taken(rows, name, positions) if name in rows.columns
+                                 else ([None] * len(positions), TEXT))
             return joined(parts)
 
-        return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
+        return _frame(UNMATCHED_COLUMNS, sum(len(positions) for positions, _ in found.values()), column,
                       ("side", "step", "rank", "order"))
 
 
