@@ -156,3 +156,58 @@ def test_nothing_unmatched():
 
     positions, reasons = Unmatched().found("A")
     assert positions.tolist() == [] and reasons.tolist() == []
+
+
+def _pair_side(rng: random.Random, side: str, calls: int, backward: bool) -> list[dict]:
+    """Calls with inputs, outputs and parameters of varied counts (a few element counts that differ or are unknown,
+    shapes empty or not), backward ones with a differing number of outputs."""
+    rows = []
+    for call in range(calls):
+        pass_ = "backward" if backward and rng.random() < 0.4 else "forward"
+        for io, count in (("input", rng.randint(0, 3)), ("output", rng.randint(0, 3)), ("parameter", rng.randint(0, 2))):
+            for slot in range(count):
+                name = rng.choice(["weight", "bias", "gamma"]) if io == "parameter" else str(slot)
+                rows.append({"side": side, "rank": 0, "step": 0, "order": len(rows), "name": f"Module.m{call}.L.{pass_}"
+                             f".0.{'parameters' if io == 'parameter' else io}.{name}", "op": "L", "module_path": "m",
+                             "pass": pass_, "io": io, "slot": slot, "dtype": "float32",
+                             "shape": rng.choice(["4", "", None]), "numel": rng.choice([4, 4, 4, 8, None]),
+                             "max": 1.0, "min": -1.0, "mean": 0.0, "l2norm": 1.0})
+    rng.shuffle(rows)
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("counts", ["Int64", "int64", "object"])
+def test_pending_pairs_are_pair_rows_per_pair(seed, counts):
+    """Every call pair's rows paired at once (the arrays, or pair_rows per pair for an object count column) give the
+    pairs and unmatched rows, in order, of one pair_rows per call pair in the order the pairs were made."""
+    import pandas as pd
+
+    from workbench.dumps.match_calls import pair_rows
+    from workbench.dumps.match_pairs import PendingPairs
+
+    rng = random.Random(seed)
+    rows_a, rows_b = _pair_side(rng, "A", 40, True), _pair_side(rng, "B", 40, True)
+    ops = load_operators()
+    table_a, table_b = as_table(rows_a), as_table(rows_b)
+    for table in (table_a, table_b):
+        if counts == "int64":
+            table["numel"] = table["numel"].fillna(4).astype("int64")
+        elif counts == "object":
+            table["numel"] = pd.Series([None if v is pd.NA else v for v in table["numel"].tolist()], dtype=object)
+    builder = PairBuilder(table_a, table_b)
+    calls_a, calls_b = calls_of(builder.rows_a), calls_of(builder.rows_b)
+    pending, expected_pairs, expected_unmatched = PendingPairs(), [], []
+    for event in range(60):
+        call_a, call_b = rng.choice(calls_a), rng.choice(calls_b)
+        pending.add(2 * event, 3 * event, call_a, call_b, event)
+        found, reasons = pair_rows(builder.rows_a, call_a, builder.rows_b, call_b, ops)
+        expected_pairs += [(2 * event, x, y, event) for x, y in found]
+        expected_unmatched += [(3 * event, side, index, reason) for side, index, reason in reasons]
+    (event, place, index_a, index_b, number), (u_event, u_place, side, position, reasons) = pending.matched(
+        builder.rows_a, builder.rows_b, ops)
+    order = np.lexsort((place, event))
+    assert list(zip(*(v[order].tolist() for v in (event, index_a, index_b, number)), strict=True)) == expected_pairs
+    order = np.lexsort((u_place, u_event)).tolist()
+    assert [(u_event[k], "AB"[side[k]], position[k], reasons[k]) for k in order] == expected_unmatched
+    assert all(any(text in r for r in reasons) for text in ("backward outputs", "element counts", "has no", "parameter"))

@@ -21,7 +21,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Callable
 
-from .match_calls import Call, calls_of, pair_rows
+from .match_calls import Call, calls_of
 from .match_features import CallFeatures
 from .match_fused import pair_fused
 from .match_mapping import Mapping
@@ -65,6 +65,7 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
                 builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
             continue
         _match_unit(builder, features, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+    builder.match_pending(ops)                 # the paired calls' rows, all at once
     del units_a, units_b                       # the calls and the column lists: memory for the tables
     builder.rows_a.release()
     builder.rows_b.release()
@@ -85,7 +86,7 @@ def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call
                 resolve_b, mapping: Mapping, ops: OperatorTable) -> None:
     explicit = mapping.call_pairs(calls_a, calls_b)
     for call_a, call_b in explicit:
-        builder.add_calls(call_a, call_b, "mapping", pair_rows(builder.rows_a, call_a, builder.rows_b, call_b, ops))
+        builder.add_calls(call_a, call_b, "mapping")
     taken_a = {id(c) for c, _ in explicit}
     taken_b = {id(c) for _, c in explicit}
     calls_a = [c for c in calls_a if id(c) not in taken_a]
@@ -147,8 +148,7 @@ def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops)
             other = candidates[seen[slot]]
             candidates[seen[slot]] = None
             seen[slot] += 1
-            builder.add_calls(call, other, "module", pair_rows(builder.rows_a, call, builder.rows_b, other, ops),
-                              logical=logical, layer=layer)
+            builder.add_calls(call, other, "module", logical=logical, layer=layer)
             paired[logical] = "same"
         else:
             leftovers_a.append(call)
@@ -179,8 +179,7 @@ def _align_ops(builder: PairBuilder, features: CallFeatures, group_a: list[Call]
     pairs = features.aligned(group_a, group_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
-        builder.add_calls(group_a[i], group_b[j], "operator",
-                          pair_rows(builder.rows_a, group_a[i], builder.rows_b, group_b[j], ops))
+        builder.add_calls(group_a[i], group_b[j], "operator")
     for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
         for index, call in enumerate(group):
             if index not in used:

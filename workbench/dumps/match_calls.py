@@ -107,6 +107,8 @@ class CallIndex:
     by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
     io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
     by_call_array: object    # by_call as an int64 array
+    by_io_array: object      # by_io as an int64 array
+    io_at_array: object      # io_at as an int64 array
 
     def rows_by_call(self) -> tuple:
         """(by_call, call_at) as int64 arrays."""
@@ -175,9 +177,9 @@ def calls_of(rows: Rows) -> list[Call]:
     ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
     io_rank = _io_codes(ios)
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
-    io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))]).tolist()
+    io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
     index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, order_list, [0, *ends],
-                                              by_io.tolist(), io_at, by_call)
+                                              by_io.tolist(), io_at.tolist(), by_call, by_io, io_at)
     calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
                      repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
@@ -241,16 +243,18 @@ def _texts_at(values: list, positions: list[int]) -> list[str]:
     return [v if type(v) is str else cell_text(v) for v in map(values.__getitem__, positions)]
 
 
-def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tuple[list, list]:
+def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops, ios: tuple[str, ...] = IOS
+              ) -> tuple[list, list]:
     """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
     outputs position by position among the tensors of that io, only with the same element count. The
     outputs of a backward call (the gradients of its inputs) are paired only when both sides record as many
     (msprobe's torch ``Functional.linear`` backward records one tensor, MindSpore's ``matmul`` two).
-    Returns (pairs of row positions, unmatched (side, position, reason))."""
+    Returns (pairs of row positions, unmatched (side, position, reason)), for ``ios`` only when given
+    (:mod:`.match_pairs` pairs the inputs and outputs of all pairs at once)."""
     pairs: list[tuple] = []
     unmatched: list[tuple] = []
     numel_a, numel_b = rows_a["numel"], rows_b["numel"]
-    for io in IOS:
+    for io in ios:
         part_a, part_b = call_a.io_rows(io), call_b.io_rows(io)
         if not part_a and not part_b:
             continue

@@ -12,6 +12,23 @@ class Unmatched:
         self._calls = {"A": ([], [], []), "B": ([], [], [])}    # side -> (event numbers, call numbers, reasons)
         self._tables: dict[str, object] = {}                # side -> its calls' (rows by call, where each starts)
         self._events = 0
+        self._blocks = {"A": [], "B": []}      # side -> (events, places, positions, reason numbers) arrays
+
+    def reserve(self) -> int:
+        """An event number for rows given later (:meth:`extend`), at the place of this call in the order."""
+        self._events += 1
+        return self._events - 1
+
+    def extend(self, events, places, sides, positions, reasons: list) -> None:
+        """Rows of reserved events: int64 arrays (side 0 for A, 1 for B) and their reasons; ``places`` order the
+        rows of one event."""
+        import numpy as np
+
+        numbers = np.fromiter((self._reasons.setdefault(r, len(self._reasons)) for r in reasons), np.int64,
+                              len(reasons))
+        for code, side in enumerate("AB"):
+            mine = sides == code
+            self._blocks[side].append((events[mine], places[mine], positions[mine], numbers[mine]))
 
     def row(self, side: str, index: int, reason: str) -> None:
         events, positions, reasons = self._rows[side]
@@ -38,6 +55,7 @@ class Unmatched:
         from .match_columns import object_array
 
         events, positions, reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
+        places = np.zeros(len(events), dtype=np.int64)
         call_events, numbers, call_reasons = (np.asarray(v, dtype=np.int64) for v in self._calls[side])
         if len(numbers):
             by_call, starts = self._tables[side]
@@ -45,9 +63,14 @@ class Unmatched:
             total = int(sizes.sum())
             within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
             events = np.concatenate([events, np.repeat(call_events, sizes)])
+            places = np.concatenate([places, within])
             positions = np.concatenate([positions, by_call[np.repeat(first, sizes) + within]])
             reasons = np.concatenate([reasons, np.repeat(call_reasons, sizes)])
-        order = np.argsort(events, kind="stable")               # a call's rows stay in their order
+        for block_events, block_places, block_positions, block_reasons in self._blocks[side]:
+            events, places = np.concatenate([events, block_events]), np.concatenate([places, block_places])
+            positions = np.concatenate([positions, block_positions])
+            reasons = np.concatenate([reasons, block_reasons])
+        order = np.lexsort((places, events))                    # a call's rows in their order
         positions, reasons = positions[order], reasons[order]
         _, firsts = np.unique(positions, return_index=True)
         kept = np.sort(firsts)                                  # each row at its first reason
