@@ -181,8 +181,10 @@ def _align_ops(builder: PairBuilder, features: CallFeatures, group_a: list[Call]
     for i, j in pairs:
         builder.add_calls(group_a[i], group_b[j], "operator")
     for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
-        for index, call in enumerate(group):
-            if index not in used:
-                what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
-                builder.unmatched_call(side, call, f"{what} with no equivalent at its place in the other side's "
-                                                   f"sequence for module {call.module_path!r}")
+        left = [call for index, call in enumerate(group) if index not in used]
+        builder.unmatched_calls(side, left, [_unaligned(call, ops) for call in left])
+
+
+def _unaligned(call: Call, ops: OperatorTable) -> str:
+    what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
+    return f"{what} with no equivalent at its place in the other side's sequence for module {call.module_path!r}"

@@ -43,9 +43,12 @@ class PendingPairs:
             ios = ("parameter",)
             for io in ("input", "output"):
                 _zipped(self, io, counts, rows_a, rows_b, pairs, unmatched)
-        for k, (call_a, call_b) in enumerate(zip(self.calls_a, self.calls_b, strict=True)):
-            if len(ios) == 1 and not (call_a.io_rows("parameter") or call_b.io_rows("parameter")):
-                continue
+        chosen = range(len(self.calls_a))
+        if len(ios) == 1:                                   # only the pairs with a parameter on either side
+            code = IO_CODE["parameter"]
+            chosen = ((_slices(self.calls_a, code)[1] > 0) | (_slices(self.calls_b, code)[1] > 0)).nonzero()[0]
+        for k in chosen.tolist() if len(ios) == 1 else chosen:
+            call_a, call_b = self.calls_a[k], self.calls_b[k]
             found, reasons = pair_rows(rows_a, call_a, rows_b, call_b, ops, ios=ios)
             major = IO_CODE["parameter"] * PHASES if len(ios) == 1 else 0
             for j, (index_a, index_b) in enumerate(found):

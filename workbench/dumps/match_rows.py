@@ -114,6 +114,10 @@ class PairBuilder:
         """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
         self._unmatched.call(side, call, reason)
 
+    def unmatched_calls(self, side: str, calls: list[Call], reasons: list[str]) -> None:
+        """:meth:`unmatched_call` of each call with its reason, in turn."""
+        self._unmatched.calls(side, calls, reasons)
+
     def pairs_table(self):
         import numpy as np
 

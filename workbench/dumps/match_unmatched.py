@@ -39,13 +39,20 @@ class Unmatched:
 
     def call(self, side: str, call, reason: str) -> None:
         """Every row of ``call`` (a :class:`.match_calls.Call` of that side), in execution order."""
+        self.calls(side, [call], [reason])
+
+    def calls(self, side: str, calls: list, reasons: list[str]) -> None:
+        """:meth:`call` of each call with its reason, in turn."""
+        if not calls:
+            return
         if side not in self._tables:
-            self._tables[side] = call.table.rows_by_call()
-        events, numbers, reasons = self._calls[side]
-        events.append(self._events)
-        numbers.append(call.index)
-        reasons.append(self._reasons.setdefault(reason, len(self._reasons)))
-        self._events += 1
+            self._tables[side] = calls[0].table.rows_by_call()
+        events, numbers, numbered = self._calls[side]
+        events.extend(range(self._events, self._events + len(calls)))
+        numbers.extend([call.index for call in calls])
+        number = self._reasons.setdefault
+        numbered.extend([number(reason, len(self._reasons)) for reason in reasons])
+        self._events += len(calls)
 
     def found(self, side: str) -> tuple:
         """(the unmatched row positions of ``side`` in the order their first reason came, the reasons, an object
