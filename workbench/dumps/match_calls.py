@@ -167,8 +167,7 @@ def calls_of(rows: Rows) -> list[Call]:
     firsts = at_firsts.tolist()
     order_list = by_call.tolist()
     earliest = _earliest(call_of, _integers(rows, "order"), count)
-    texts = [_texts_at(rows.take(column, at_firsts), range(count)) for column in ("side", "op", "module_path")]
-    texts.append(_texts_at(passes, firsts))
+    texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
     side, op, module, pass_ = texts
@@ -238,9 +237,13 @@ def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
     return found.tolist()
 
 
-def _texts_at(values: list, positions: list[int]) -> list[str]:
-    """``[cell_text(values[i]) for i in positions]``, one call less per value."""
-    return [v if type(v) is str else cell_text(v) for v in map(values.__getitem__, positions)]
+def _texts(values) -> list[str]:
+    """``cell_text`` of each value of an object array: the array's own str when all are str (one C pass decides)."""
+    import pandas as pd
+
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":
+        return values.tolist()
+    return [v if type(v) is str else cell_text(v) for v in values.tolist()]
 
 
 def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops, ios: tuple[str, ...] = IOS
