@@ -183,8 +183,7 @@ def test_pending_pairs_are_pair_rows_per_pair(seed, counts):
     pairs and unmatched rows, in order, of one pair_rows per call pair in the order the pairs were made."""
     import pandas as pd
 
-    from workbench.dumps.match_calls import pair_rows
-    from workbench.dumps.match_pairs import PendingPairs
+    from workbench.dumps.match_pairs import PendingPairs, pair_rows
 
     rng = random.Random(seed)
     rows_a, rows_b = _pair_side(rng, "A", 40, True), _pair_side(rng, "B", 40, True)

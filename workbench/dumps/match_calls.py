@@ -1,5 +1,6 @@
 """Calls: the rows of one operator or module invocation (its inputs, outputs, parameters), the unit that
-matching pairs; the pairing of rows inside two paired calls (a fused tensor's combined statistics: :mod:`.match_combine`).
+matching pairs, found for a whole table at once (:func:`calls_of`; a side's calls share one :class:`CallIndex`). The
+pairing of rows inside paired calls: :mod:`.match_pairs`; a fused tensor's combined statistics: :mod:`.match_combine`.
 """
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from .formats import load_dump_formats
-from .match_names import cell_text, param_name
+from .match_names import cell_text
 from .match_stems import call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
@@ -244,65 +245,6 @@ def _texts(values) -> list[str]:
     if pd.api.types.infer_dtype(values, skipna=False) == "string":
         return values.tolist()
     return [v if type(v) is str else cell_text(v) for v in values.tolist()]
-
-
-def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops, ios: tuple[str, ...] = IOS
-              ) -> tuple[list, list]:
-    """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
-    outputs position by position among the tensors of that io, only with the same element count. The
-    outputs of a backward call (the gradients of its inputs) are paired only when both sides record as many
-    (msprobe's torch ``Functional.linear`` backward records one tensor, MindSpore's ``matmul`` two).
-    Returns (pairs of row positions, unmatched (side, position, reason)), for ``ios`` only when given
-    (:mod:`.match_pairs` pairs the inputs and outputs of all pairs at once)."""
-    pairs: list[tuple] = []
-    unmatched: list[tuple] = []
-    numel_a, numel_b = rows_a["numel"], rows_b["numel"]
-    for io in ios:
-        part_a, part_b = call_a.io_rows(io), call_b.io_rows(io)
-        if not part_a and not part_b:
-            continue
-        if io == "parameter":
-            names_a, names_b = rows_a["name"], rows_b["name"]
-            by_key = {ops.param_class(param_name(names_b[i])): i for i in part_b}
-            used = set()
-            for index in part_a:
-                key = ops.param_class(param_name(names_a[index]))
-                other = by_key.get(key)
-                if other is None:
-                    unmatched.append(("A", index, f"parameter {key!r} not in {call_b.stem} (B)"))
-                else:
-                    used.add(other)
-                    _pair_or_reason(rows_a, index, rows_b, other, pairs, unmatched)
-            unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
-            continue
-        if io == "output" and call_a.pass_ == "backward" and len(part_a) != len(part_b):
-            reason = (f"backward outputs differ in number (A {len(part_a)}, B {len(part_b)}): the frameworks record "
-                      "different gradients for this call, so they are not compared slot by slot")
-            unmatched += [("A", i, reason) for i in part_a] + [("B", i, reason) for i in part_b]
-            continue
-        for index_a, index_b in zip(part_a, part_b, strict=False):
-            x, y = numel_a[index_a], numel_b[index_b]
-            if x is not None and y is not None and x == x and y == y and int(x) != int(y):
-                _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
-            else:
-                pairs.append((index_a, index_b))
-        if len(part_a) != len(part_b):
-            unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
-                          for k, i in enumerate(part_a[len(part_b):])]
-            unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
-                          for k, i in enumerate(part_b[len(part_a):])]
-    return pairs, unmatched
-
-
-def _pair_or_reason(rows_a: Rows, index_a, rows_b: Rows, index_b, pairs: list, unmatched: list) -> None:
-    numel_a, numel_b = rows_a["numel"][index_a], rows_b["numel"][index_b]
-    if known(numel_a) and known(numel_b) and int(numel_a) != int(numel_b):
-        shape_a, shape_b = rows_a["shape"][index_a], rows_b["shape"][index_b]
-        reason = f"element counts differ: {shape_a or 'scalar'} (A) vs {shape_b or 'scalar'} (B)"
-        unmatched.append(("A", index_a, reason))
-        unmatched.append(("B", index_b, reason))
-    else:
-        pairs.append((index_a, index_b))
 
 
 def known(value) -> bool:

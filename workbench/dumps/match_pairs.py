@@ -8,7 +8,8 @@ sorting by them gives the order of one :func:`pair_rows` per call pair in the or
 """
 from __future__ import annotations
 
-from .match_calls import IO_CODE, Rows, pair_rows
+from .match_calls import IO_CODE, IOS, Call, Rows, known
+from .match_names import param_name
 
 PHASES = 3           # places inside an io: phase 0 the zipped rows, 1 A's rows past B's, 2 B's past A's
 
@@ -168,3 +169,62 @@ def _expanded(sizes):
     owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
     within = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     return owner, within
+
+
+def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops, ios: tuple[str, ...] = IOS
+              ) -> tuple[list, list]:
+    """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
+    outputs position by position among the tensors of that io, only with the same element count. The
+    outputs of a backward call (the gradients of its inputs) are paired only when both sides record as many
+    (msprobe's torch ``Functional.linear`` backward records one tensor, MindSpore's ``matmul`` two).
+    Returns (pairs of row positions, unmatched (side, position, reason)), for ``ios`` only when given
+    (:class:`PendingPairs` pairs the inputs and outputs of all pairs at once)."""
+    pairs: list[tuple] = []
+    unmatched: list[tuple] = []
+    numel_a, numel_b = rows_a["numel"], rows_b["numel"]
+    for io in ios:
+        part_a, part_b = call_a.io_rows(io), call_b.io_rows(io)
+        if not part_a and not part_b:
+            continue
+        if io == "parameter":
+            names_a, names_b = rows_a["name"], rows_b["name"]
+            by_key = {ops.param_class(param_name(names_b[i])): i for i in part_b}
+            used = set()
+            for index in part_a:
+                key = ops.param_class(param_name(names_a[index]))
+                other = by_key.get(key)
+                if other is None:
+                    unmatched.append(("A", index, f"parameter {key!r} not in {call_b.stem} (B)"))
+                else:
+                    used.add(other)
+                    _pair_or_reason(rows_a, index, rows_b, other, pairs, unmatched)
+            unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
+            continue
+        if io == "output" and call_a.pass_ == "backward" and len(part_a) != len(part_b):
+            reason = (f"backward outputs differ in number (A {len(part_a)}, B {len(part_b)}): the frameworks record "
+                      "different gradients for this call, so they are not compared slot by slot")
+            unmatched += [("A", i, reason) for i in part_a] + [("B", i, reason) for i in part_b]
+            continue
+        for index_a, index_b in zip(part_a, part_b, strict=False):
+            x, y = numel_a[index_a], numel_b[index_b]
+            if x is not None and y is not None and x == x and y == y and int(x) != int(y):
+                _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
+            else:
+                pairs.append((index_a, index_b))
+        if len(part_a) != len(part_b):
+            unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
+                          for k, i in enumerate(part_a[len(part_b):])]
+            unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
+                          for k, i in enumerate(part_b[len(part_a):])]
+    return pairs, unmatched
+
+
+def _pair_or_reason(rows_a: Rows, index_a, rows_b: Rows, index_b, pairs: list, unmatched: list) -> None:
+    numel_a, numel_b = rows_a["numel"][index_a], rows_b["numel"][index_b]
+    if known(numel_a) and known(numel_b) and int(numel_a) != int(numel_b):
+        shape_a, shape_b = rows_a["shape"][index_a], rows_b["shape"][index_b]
+        reason = f"element counts differ: {shape_a or 'scalar'} (A) vs {shape_b or 'scalar'} (B)"
+        unmatched.append(("A", index_a, reason))
+        unmatched.append(("B", index_b, reason))
+    else:
+        pairs.append((index_a, index_b))

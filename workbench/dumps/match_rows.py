@@ -43,7 +43,7 @@ class PairBuilder:
 
     def match_pending(self, ops=None) -> None:
         """The rows of every pair :meth:`add_calls` was given, paired (:mod:`.match_pairs`) in the order one
-        :func:`.match_calls.pair_rows` per call pair gave; the unmatched ones recorded at their call pair's place.
+        :func:`.match_pairs.pair_rows` per call pair gave; the unmatched ones recorded at their call pair's place.
         The calls are let go."""
         import numpy as np
 
