@@ -29,7 +29,7 @@ def _side(rng: random.Random, side: str, calls: int, counts=COUNTS) -> list[dict
         op = rng.choice(OPS)
         pass_ = rng.choice(["forward", "forward", "backward", None])
         for position in range(rng.randint(0, 5)):
-            io = rng.choice(["input", "input", "output", "output", "parameter", "other"])
+            io = rng.choice(["input", "input", "output", "output", "parameter", "other", None])
             slot = rng.randrange(3)
             rows.append({"side": side, "rank": 0, "step": 0, "order": call, "name": f"{op}.{call}.forward.{io}.{slot}",
                          "op": op, "module_path": "m", "pass": pass_, "io": io, "slot": slot, "dtype": "float32",
