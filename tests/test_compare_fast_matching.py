@@ -335,8 +335,6 @@ def test_plain_pairs_layers_are_the_loops(layers):
     """The one-to-one pairs' layers (a call's known layer, else the A row's own, else None) chosen by whole arrays
     for an Int64 column are the per-pair loop's, for calls with no, nan and integer layers, rows with missing
     layers; any other column type goes through the loop itself."""
-    from types import SimpleNamespace
-
     import numpy as np
     import pandas as pd
 
@@ -348,12 +346,13 @@ def test_plain_pairs_layers_are_the_loops(layers):
     if layers == "object":
         table["layer"] = pd.Series([rng.choice([None, math.nan, 4, "x"]) for _ in range(60)], dtype=object)
     builder = PairBuilder(table, as_table(_fused_side(rng, "B", 60)))
-    stem = SimpleNamespace(stem="s")
-    for _ in range(200):
-        pairs = [(rng.randrange(60), rng.randrange(60)) for _ in range(rng.randint(0, 3))]
-        builder.add_calls(stem, stem, "call", (pairs, []), None, rng.choice([None, math.nan, 0, 9, pd.NA]))
-    plain = np.asarray(builder._plain, dtype=np.int64).reshape(-1, 4)
-    index_a, calls = plain[:, 1], plain[:, 3]
+    index_a, calls = [], []
+    for _ in range(200):                       # call pairs as add_calls records them, with 0-3 row pairs each
+        builder._calls.append(("s", "s", "call", "", rng.choice([None, math.nan, 0, 9, pd.NA])))
+        for _ in range(rng.randint(0, 3)):
+            index_a.append(rng.randrange(60))
+            calls.append(len(builder._calls) - 1)
+    index_a, calls = np.asarray(index_a, dtype=np.int64), np.asarray(calls, dtype=np.int64)
     given = builder._call_field(4)[calls].tolist()
     expected = [_layer(layer, own) for layer, own in zip(given, builder.rows_a.take("layer", index_a), strict=True)]
     found = builder._plain_layers(index_a, calls)

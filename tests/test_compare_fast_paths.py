@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.dumps.match import _feature
 from workbench.dumps.match_align import Feature
 from workbench.dumps.match_calls import Rows, calls_of, known
+from workbench.dumps.match_features import CallFeatures
 from workbench.dumps.match_names import _stem_of, call_stem
 from workbench.dumps.match_ops import load_operators
 from workbench.dumps.match_columns import joined_array, untyped_series
@@ -69,13 +69,18 @@ def test_features_from_row_columns_equal_reading_each_row():
                              "l2norm": rng.choice([None, math.nan, math.inf, 1.5, 0.0])})
     table = as_table(rows)
     ops = load_operators()
-    found = Rows(table)
-    calls = calls_of(found)
+    found, other = Rows(table), Rows(table)
+    calls = sorted(calls_of(found), key=lambda call: call.index)
+    calls_of(other)
     assert len(calls) == 400
     plain = [_plain_feature(found, call, ops) for call in calls]
-    fast = [_feature(found, call, ops) for call in calls]
-    assert [f.key for f in fast] == [f.key for f in plain]
-    assert [repr(f.level) for f in fast] == [repr(f.level) for f in plain]
+    features = CallFeatures(found, other, ops)              # the features as codes over both sides (match_features)
+    features.aligned(calls[:1], calls[:1])
+    (_, key, _, level), (_, key_b, _, level_b) = features._codes
+    assert key.tolist() == key_b.tolist() and repr(level.tolist()) == repr(level_b.tolist())
+    first: dict = {}
+    assert key.tolist() == [first.setdefault(f.key, len(first)) for f in plain]      # numbered by first appearance
+    assert [repr(v) for v in level.tolist()] == [repr(f.level) for f in plain]
 
 
 def test_module_calls_are_what_the_msprobe_module_pattern_in_yaml_matches():

@@ -15,16 +15,14 @@ Ranks and steps are independent units: A's (rank, step) is compared with B's sam
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 from typing import Callable
 
-from .match_align import Feature
-from .match_align_native import aligned
-from .match_calls import Call, Rows, calls_of, known, pair_rows
+from .match_calls import Call, calls_of
+from .match_features import CallFeatures
 from .match_fused import pair_fused
 from .match_mapping import Mapping
 from .match_ops import OperatorTable, load_operators
@@ -54,6 +52,7 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     ops = ops or load_operators()
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
+    features = CallFeatures(builder.rows_a, builder.rows_b, ops)
     units_b = _units(calls_of(builder.rows_b))
     units_a = _units(calls_of(builder.rows_a))
     for rows in (builder.rows_a, builder.rows_b):
@@ -65,7 +64,8 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
             for call in calls_a or calls_b:
                 builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
             continue
-        _match_unit(builder, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+        _match_unit(builder, features, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+    builder.match_pending(ops)                 # the paired calls' rows, all at once
     del units_a, units_b                       # the calls and the column lists: memory for the tables
     builder.rows_a.release()
     builder.rows_b.release()
@@ -82,11 +82,11 @@ def _units(calls: list[Call]) -> dict[tuple, list[Call]]:
     return units
 
 
-def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], resolve_a, resolve_b,
-                mapping: Mapping, ops: OperatorTable) -> None:
+def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call], calls_b: list[Call], resolve_a,
+                resolve_b, mapping: Mapping, ops: OperatorTable) -> None:
     explicit = mapping.call_pairs(calls_a, calls_b)
     for call_a, call_b in explicit:
-        builder.add_calls(call_a, call_b, "mapping", pair_rows(builder.rows_a, call_a, builder.rows_b, call_b, ops))
+        builder.add_calls(call_a, call_b, "mapping")
     taken_a = {id(c) for c, _ in explicit}
     taken_b = {id(c) for _, c in explicit}
     calls_a = [c for c in calls_a if id(c) not in taken_a]
@@ -112,7 +112,7 @@ def _match_unit(builder: PairBuilder, calls_a: list[Call], calls_b: list[Call], 
                 for call in group:
                     builder.unmatched_call(side, call, paired[key])
             continue
-        _align_ops(builder, group_a, group_b, ops)
+        _align_ops(builder, features, group_a, group_b, ops)
 
 
 def _keyer(resolve: Resolver | None, override: Callable[[str], str | None]):
@@ -148,8 +148,7 @@ def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops)
             other = candidates[seen[slot]]
             candidates[seen[slot]] = None
             seen[slot] += 1
-            builder.add_calls(call, other, "module", pair_rows(builder.rows_a, call, builder.rows_b, other, ops),
-                              logical=logical, layer=layer)
+            builder.add_calls(call, other, "module", logical=logical, layer=layer)
             paired[logical] = "same"
         else:
             leftovers_a.append(call)
@@ -175,49 +174,17 @@ def _no_module_reason(call: Call, side: str) -> str:
     return f"its module {call.module_path!r} has no counterpart in {other}"
 
 
-def _align_ops(builder: PairBuilder, group_a: list[Call], group_b: list[Call], ops: OperatorTable) -> None:
-    features_a = _features(builder.rows_a, group_a, ops)
-    features_b = _features(builder.rows_b, group_b, ops)
-    pairs = aligned(features_a, features_b)
+def _align_ops(builder: PairBuilder, features: CallFeatures, group_a: list[Call], group_b: list[Call],
+               ops: OperatorTable) -> None:
+    pairs = features.aligned(group_a, group_b)
     used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
     for i, j in pairs:
-        builder.add_calls(group_a[i], group_b[j], "operator",
-                          pair_rows(builder.rows_a, group_a[i], builder.rows_b, group_b[j], ops))
+        builder.add_calls(group_a[i], group_b[j], "operator")
     for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
-        for index, call in enumerate(group):
-            if index not in used:
-                what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
-                builder.unmatched_call(side, call, f"{what} with no equivalent at its place in the other side's "
-                                                   f"sequence for module {call.module_path!r}")
+        left = [call for index, call in enumerate(group) if index not in used]
+        builder.unmatched_calls(side, left, [_unaligned(call, ops) for call in left])
 
 
-def _feature(rows: Rows, call: Call, ops: OperatorTable) -> Feature:
-    return _features(rows, [call], ops)[0]
-
-
-def _features(rows: Rows, calls: list[Call], ops: OperatorTable) -> list[Feature]:
-    """Each call's :class:`Feature`: operator class, pass, element counts of its inputs then outputs, the l2norm of
-    its first output row (in row order)."""
-    numel, level = _feature_columns(rows)
-    count, op_class, nan = numel.__getitem__, ops.op_class, math.nan
-    found = []
-    for call in calls:
-        by_io = call.by_io
-        outputs = by_io.get("output", ())
-        found.append(Feature(op_class(call.op), call.pass_, (*map(count, by_io.get("input", ())), *map(count, outputs)),
-                             level[min(outputs)] if outputs else nan))
-    return found
-
-
-def _feature_columns(rows: Rows) -> tuple[list, list]:
-    """Per row, once per table: the element count (-1 when unknown) and the l2norm as a float (nan when
-    unknown), the values a :class:`Feature` holds."""
-    found = rows.derived.get("feature")
-    if found is None:
-        numel, level = rows.table["numel"], rows.table["l2norm"]
-        found = rows.derived["feature"] = (
-            numel.to_numpy(dtype="int64", na_value=-1).tolist() if str(numel.dtype) in ("Int64", "int64")
-            else [int(n) if known(n) else -1 for n in rows["numel"]],
-            level.to_numpy().tolist() if str(level.dtype) == "float64"           # floats as they are, nan included
-            else [float(v) if known(v) else math.nan for v in rows["l2norm"]])
-    return found
+def _unaligned(call: Call, ops: OperatorTable) -> str:
+    what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
+    return f"{what} with no equivalent at its place in the other side's sequence for module {call.module_path!r}"

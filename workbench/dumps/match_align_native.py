@@ -42,12 +42,30 @@ def _numbered(a: list[Feature], b: list[Feature]):
 
 
 def _compiled(function, a: list[Feature], b: list[Feature]) -> list[tuple[int, int]] | None:
-    import numpy as np
-
-    n, m = len(a), len(b)
     if not all(type(f.level) is float for f in (*a, *b)):        # Python's arithmetic on other numbers differs
         return None
-    kind, key, last, level, kinds, keys = _numbered(a, b)
+    return compiled_numbers(function, len(a), len(b), *_numbered(a, b))
+
+
+def aligned_numbers(n: int, m: int, kind, key, last, level, kinds: int, keys: int) -> list[tuple[int, int]]:
+    """:func:`aligned` of features already numbered (:func:`_numbered`'s arrays: a's n calls then b's m; ids from 0
+    below ``kinds`` / ``keys``; levels float64): the compiled aligner, else :func:`.match_align.align` of features
+    standing for those numbers (the kind as the class, the key and the last count as the element counts: equal
+    exactly where the features they number are, so the same pairs)."""
+    function = _function() if n and m else None
+    if function is not None:
+        found = compiled_numbers(function, n, m, kind, key, last, level, kinds, keys)
+        if found is not None:
+            return found
+    features = [Feature(k, "", (y, z), v) for k, y, z, v in zip(kind.tolist(), key.tolist(), last.tolist(),
+                                                                level.tolist(), strict=True)]
+    return align(features[:n], features[n:])
+
+
+def compiled_numbers(function, n: int, m: int, kind, key, last, level, kinds: int, keys: int):
+    """The compiled aligner on numbered features (int64 and float64 arrays, a's n then b's m), or None if refused."""
+    import numpy as np
+
     ints = np.empty(3 * keys + 7 * n + kinds + 1 + m, dtype=np.int64)
     cells = np.empty(2 * min(n * m, MAX_CELLS) + n + m + 1, dtype=np.float64)
     capacity = min(n, m)
@@ -58,6 +76,8 @@ def _compiled(function, a: list[Feature], b: list[Feature]) -> list[tuple[int, i
     def sides(values, pointer):
         return values[:n].ctypes.data_as(pointer), values[n:].ctypes.data_as(pointer)
 
+    kind, key, last = (np.ascontiguousarray(v, dtype=np.int64) for v in (kind, key, last))
+    level = np.ascontiguousarray(level, dtype=np.float64)
     (kind_a, kind_b), (key_a, key_b), (last_a, last_b) = (sides(v, i64) for v in (kind, key, last))
     level_a, level_b = sides(level, f64)
     count = function(n, m, kind_a, key_a, last_a, level_a, kind_b, key_b, last_b, level_b, kinds, keys, MAX_CELLS,

@@ -1,12 +1,14 @@
 """Calls: the rows of one operator or module invocation (its inputs, outputs, parameters), the unit that
-matching pairs; the pairing of rows inside two paired calls (a fused tensor's combined statistics: :mod:`.match_combine`).
+matching pairs, found for a whole table at once (:func:`calls_of`; a side's calls share one :class:`CallIndex`). The
+pairing of rows inside paired calls: :mod:`.match_pairs`; a fused tensor's combined statistics: :mod:`.match_combine`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 
 from .formats import load_dump_formats
-from .match_names import cell_text, param_name
+from .match_names import cell_text
 from .match_stems import call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
@@ -87,6 +89,35 @@ class Rows:
                 for position, row in zip(positions, zip(*values, strict=True), strict=True)}
 
 
+IOS = ("input", "output", "parameter")        # the ios matching reads of a call (any other io: code 3)
+IO_CODE = {io: code for code, io in enumerate(IOS)}
+
+
+@dataclass
+class CallIndex:
+    """What :func:`calls_of` knows of a side's calls, by call number (``Call.index``), as arrays and flat lists: no
+    list or dict per call."""
+
+    call_of: object          # row -> its call number (int64 array)
+    io_rank: object          # row -> its io's place in IOS, 3 for any other io (int8 array)
+    slots: object            # row -> its slot (int64 array)
+    ops: list[str]           # call number -> its op text
+    passes: list[str]        # call number -> its pass text
+    by_call: list[int]       # row positions by call, each call's in row (execution) order
+    call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
+    by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
+    io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
+    by_call_array: object    # by_call as an int64 array
+    by_io_array: object      # by_io as an int64 array
+    io_at_array: object      # io_at as an int64 array
+
+    def rows_by_call(self) -> tuple:
+        """(by_call, call_at) as int64 arrays."""
+        import numpy as np
+
+        return self.by_call_array, np.asarray(self.call_at, dtype=np.int64)
+
+
 @dataclass(slots=True)
 class Call:
     side: str
@@ -98,8 +129,25 @@ class Call:
     pass_: str
     is_module: bool
     order: int
-    rows: list[int] = field(default_factory=list)      # row positions, in execution order
-    by_io: dict[str, list[int]] = field(default_factory=dict)      # io -> row positions in slot order
+    index: int               # its number in the side's CallIndex
+    table: CallIndex
+
+    @property
+    def rows(self) -> list[int]:
+        """Its row positions, in execution order."""
+        at = self.table.call_at
+        return self.table.by_call[at[self.index]:at[self.index + 1]]
+
+    def io_rows(self, io: str) -> list[int]:
+        """The positions of its rows of ``io`` (one of IOS), in slot order (ties in row order)."""
+        table = self.table
+        at, code = table.io_at, 4 * self.index + IO_CODE[io]
+        return table.by_io[at[code]:at[code + 1]]
+
+    @property
+    def by_io(self) -> dict[str, list[int]]:
+        """io -> :meth:`io_rows`, for the ios of IOS it has."""
+        return {io: found for io in IOS if (found := self.io_rows(io))}
 
 
 def calls_of(rows: Rows) -> list[Call]:
@@ -120,16 +168,20 @@ def calls_of(rows: Rows) -> list[Call]:
     firsts = at_firsts.tolist()
     order_list = by_call.tolist()
     earliest = _earliest(call_of, _integers(rows, "order"), count)
-    texts = [_texts_at(rows.take(column, at_firsts), range(count)) for column in ("side", "op", "module_path")]
-    texts.append(_texts_at(passes, firsts))
+    texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
     side, op, module, pass_ = texts
     stems = stems_at(firsts)
     is_module = [found is not None for found in map(module_call, stems)]
-    own_rows = list(map(order_list.__getitem__, map(slice, [0, *ends[:-1]], ends)))      # each call's rows
-    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, own_rows))   # no loop frame
-    _fill_by_io(calls, call_of, rows["io"], _integers(rows, "slot"))
+    ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
+    io_rank = _io_codes(ios)
+    by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
+    io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, order_list, [0, *ends],
+                                              by_io.tolist(), io_at.tolist(), by_call, by_io, io_at)
+    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
+                     repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
@@ -166,20 +218,15 @@ def _codes(columns):
     return np.asarray(codes, dtype=np.int64)
 
 
-def _fill_by_io(calls: list[Call], call_of, ios: list, slots: list) -> None:
-    """Each call's ``by_io``: io → its rows in slot order (ties in row order), ios in order of appearance."""
+def _io_codes(ios: list):
+    """Each row's io as its place in IOS, 3 for any other value (None included)."""
     import numpy as np
 
-    group_of = _codes((call_of, ios))
-    size = int(group_of.max()) + 1
-    ordered = np.lexsort((np.arange(len(group_of)), np.asarray(slots, dtype=np.int64), group_of))
-    ends = np.cumsum(np.bincount(group_of, minlength=size)).tolist()
-    starts = [0, *ends[:-1]]
-    positions = ordered.tolist()
-    heads = ordered[np.asarray(starts, dtype=np.int64)]                              # a row of each group
-    for owner, io, start, end in zip(call_of[heads].tolist(), map(ios.__getitem__, heads.tolist()), starts, ends,
-                                     strict=True):
-        calls[owner].by_io[io] = positions[start:end]
+    texts = np.asarray(ios, dtype=object)
+    codes = np.full(len(texts), 3, dtype=np.int8)
+    for code, io in enumerate(IOS):
+        codes[texts == io] = code
+    return codes
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
@@ -191,67 +238,13 @@ def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
     return found.tolist()
 
 
-def _texts_at(values: list, positions: list[int]) -> list[str]:
-    """``[cell_text(values[i]) for i in positions]``, one call less per value."""
-    return [v if type(v) is str else cell_text(v) for v in map(values.__getitem__, positions)]
+def _texts(values) -> list[str]:
+    """``cell_text`` of each value of an object array: the array's own str when all are str (one C pass decides)."""
+    import pandas as pd
 
-
-def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops) -> tuple[list, list]:
-    """Rows of two paired calls matched by io: parameters by (normalised) parameter name, inputs and
-    outputs position by position among the tensors of that io, only with the same element count. The
-    outputs of a backward call (the gradients of its inputs) are paired only when both sides record as many
-    (msprobe's torch ``Functional.linear`` backward records one tensor, MindSpore's ``matmul`` two).
-    Returns (pairs of row positions, unmatched (side, position, reason))."""
-    pairs: list[tuple] = []
-    unmatched: list[tuple] = []
-    numel_a, numel_b = rows_a["numel"], rows_b["numel"]
-    by_a, by_b = call_a.by_io, call_b.by_io
-    for io in ("input", "output", "parameter"):
-        part_a, part_b = by_a.get(io, ()), by_b.get(io, ())
-        if not part_a and not part_b:
-            continue
-        if io == "parameter":
-            names_a, names_b = rows_a["name"], rows_b["name"]
-            by_key = {ops.param_class(param_name(names_b[i])): i for i in part_b}
-            used = set()
-            for index in part_a:
-                key = ops.param_class(param_name(names_a[index]))
-                other = by_key.get(key)
-                if other is None:
-                    unmatched.append(("A", index, f"parameter {key!r} not in {call_b.stem} (B)"))
-                else:
-                    used.add(other)
-                    _pair_or_reason(rows_a, index, rows_b, other, pairs, unmatched)
-            unmatched += [("B", i, f"parameter not in {call_a.stem} (A)") for i in part_b if i not in used]
-            continue
-        if io == "output" and call_a.pass_ == "backward" and len(part_a) != len(part_b):
-            reason = (f"backward outputs differ in number (A {len(part_a)}, B {len(part_b)}): the frameworks record "
-                      "different gradients for this call, so they are not compared slot by slot")
-            unmatched += [("A", i, reason) for i in part_a] + [("B", i, reason) for i in part_b]
-            continue
-        for index_a, index_b in zip(part_a, part_b, strict=False):
-            x, y = numel_a[index_a], numel_b[index_b]
-            if x is not None and y is not None and x == x and y == y and int(x) != int(y):
-                _pair_or_reason(rows_a, index_a, rows_b, index_b, pairs, unmatched)
-            else:
-                pairs.append((index_a, index_b))
-        if len(part_a) != len(part_b):
-            unmatched += [("A", i, f"{call_b.stem} (B) has no {io} {k + len(part_b)}")
-                          for k, i in enumerate(part_a[len(part_b):])]
-            unmatched += [("B", i, f"{call_a.stem} (A) has no {io} {k + len(part_a)}")
-                          for k, i in enumerate(part_b[len(part_a):])]
-    return pairs, unmatched
-
-
-def _pair_or_reason(rows_a: Rows, index_a, rows_b: Rows, index_b, pairs: list, unmatched: list) -> None:
-    numel_a, numel_b = rows_a["numel"][index_a], rows_b["numel"][index_b]
-    if known(numel_a) and known(numel_b) and int(numel_a) != int(numel_b):
-        shape_a, shape_b = rows_a["shape"][index_a], rows_b["shape"][index_b]
-        reason = f"element counts differ: {shape_a or 'scalar'} (A) vs {shape_b or 'scalar'} (B)"
-        unmatched.append(("A", index_a, reason))
-        unmatched.append(("B", index_b, reason))
-    else:
-        pairs.append((index_a, index_b))
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":
+        return values.tolist()
+    return [v if type(v) is str else cell_text(v) for v in values.tolist()]
 
 
 def known(value) -> bool:

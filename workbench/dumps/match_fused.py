@@ -81,7 +81,7 @@ def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swa
 
 
 def _io_rows(rows, call: Call, io: str, ops) -> dict:
-    found = call.by_io.get(io, [])
+    found = call.io_rows(io)
     if io == "parameter":
         names = rows["name"]
         return {ops.param_class(param_name(names[i])): i for i in found}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .match_calls import STATS, Call, Rows, known
 from .match_combine import combined_side
+from .match_pairs import PendingPairs
+from .match_unmatched import Unmatched
 from .match_columns import TEXT, joined, listed, listed_values, object_array, reordered, series, sort_order, taken
 from .rows import repeated
 
@@ -23,27 +25,36 @@ class PairBuilder:
     def __init__(self, table_a, table_b):
         self.rows_a, self.rows_b = Rows(table_a), Rows(table_b)
         self._seq = 0
-        self._plain: list[tuple] = []             # (sequence, A position, B position, call index)
+        self._pending = PendingPairs()            # call pairs whose rows are paired at the end (match_pending)
+        self._plain = None                        # their row pairs: sequence, A position, B position, call number
         self._calls: list[tuple] = []             # (call_a stem, call_b stem, level, logical text, layer)
         self._fused: list[tuple] = []             # (sequence, what add_fused was given)
         self._call_columns: list | None = None    # self._calls transposed (_call_field)
-        self._reasons: dict[str, dict[int, str]] = {"A": {}, "B": {}}      # side -> row position -> reason
-        self._texts: dict[str, str] = {}
+        self._unmatched = Unmatched()
 
     def rows(self, side: str) -> Rows:
         return self.rows_a if side == "A" else self.rows_b
 
-    def add_calls(self, call_a: Call, call_b: Call, level: str, rows: tuple[list, list], logical=None,
-                  layer=None) -> None:
-        pairs, unmatched = rows
-        if pairs:
-            self._calls.append((call_a.stem, call_b.stem, level, _logical_text(logical), layer))
-            number = len(self._calls) - 1
-            for index_a, index_b in pairs:
-                self._plain.append((self._seq, index_a, index_b, number))
-                self._seq += 1
-        for side, index, reason in unmatched:
-            self.unmatched_row(side, index, reason)
+    def add_calls(self, call_a: Call, call_b: Call, level: str, logical=None, layer=None) -> None:
+        """Two paired calls; their rows are paired by :meth:`match_pending` (all pairs at once)."""
+        self._calls.append((call_a.stem, call_b.stem, level, _logical_text(logical), layer))
+        self._pending.add(self._seq, self._unmatched.reserve(), call_a, call_b, len(self._calls) - 1)
+        self._seq += 1
+
+    def match_pending(self, ops=None) -> None:
+        """The rows of every pair :meth:`add_calls` was given, paired (:mod:`.match_pairs`) in the order one
+        :func:`.match_pairs.pair_rows` per call pair gave; the unmatched ones recorded at their call pair's place.
+        The calls are let go."""
+        import numpy as np
+
+        from .match_ops import load_operators
+
+        pairs, unmatched = self._pending.matched(self.rows_a, self.rows_b, ops or load_operators())
+        self._pending = PendingPairs()
+        event, place, index_a, index_b, number = pairs
+        order = np.lexsort((place, event))
+        self._plain = (event[order], index_a[order], index_b[order], number[order])
+        self._unmatched.extend(*unmatched)
 
     def add_fused(self, index_a: int, indexes_b: list[int], call_a: str, call_b: str, logical, layer,
                   swap: bool) -> None:
@@ -96,24 +107,25 @@ class PairBuilder:
         return columns
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
-        if index not in self._reasons[side]:
-            self._reasons[side][index] = self._texts.setdefault(reason, reason)   # one object per text
+        """The row at ``index`` of ``side`` is unmatched for ``reason`` (unless a reason came for it before)."""
+        self._unmatched.row(side, index, reason)
 
     def unmatched_call(self, side: str, call: Call, reason: str) -> None:
         """:meth:`unmatched_row` for each of the call's rows (its first reason stays)."""
-        reason = self._texts.setdefault(reason, reason)
-        keep = self._reasons[side].setdefault
-        for index in call.rows:
-            keep(index, reason)
+        self._unmatched.call(side, call, reason)
+
+    def unmatched_calls(self, side: str, calls: list[Call], reasons: list[str]) -> None:
+        """:meth:`unmatched_call` of each call with its reason, in turn."""
+        self._unmatched.calls(side, calls, reasons)
 
     def pairs_table(self):
         import numpy as np
 
-        plain = np.asarray(self._plain, dtype=np.int64).reshape(-1, 4)      # (sequence, A, B, call) per pair
-        index_a, index_b = plain[:, 1], plain[:, 2]
-        calls = plain[:, 3]                                                   # each pair's call number
+        if self._plain is None:
+            self.match_pending()
+        plain_sequence, index_a, index_b, calls = self._plain                 # calls: each pair's call number
         fused = [sequence for sequence, _ in self._fused]
-        sequence = np.concatenate([plain[:, 0], np.asarray(fused, dtype=np.int64)])
+        sequence = np.concatenate([plain_sequence, np.asarray(fused, dtype=np.int64)])
         order = np.argsort(sequence, kind="stable") if fused else None
         fused_columns = self._fused_columns() if fused else {}
 
@@ -163,25 +175,24 @@ class PairBuilder:
         return self._call_columns[at]
 
     def unmatched_table(self):
-        import numpy as np
-
-        found = self._reasons                      # side -> {row position: reason}, in the order recorded
-        positions = {side: np.fromiter(items, np.int64, len(items)) for side, items in found.items()}
+        if self._plain is None:
+            self.match_pending()
+        found = {side: self._unmatched.found(side) for side in ("A", "B")}     # (positions, reasons) in order
 
         def column(name: str) -> tuple:
             parts: list = []
-            for side, items in found.items():
+            for side, (positions, reasons) in found.items():
                 rows = self.rows(side)
                 if name == "side":
-                    parts.append((repeated(side, len(items)), TEXT))
+                    parts.append((repeated(side, len(positions)), TEXT))
                 elif name == "reason":
-                    parts.append((list(items.values()), TEXT))
+                    parts.append((reasons, TEXT))
                 else:
-                    parts.append(taken(rows, name, positions[side]) if name in rows.columns
-                                 else ([None] * len(items), TEXT))
+                    parts.append(taken(rows, name, positions) if name in rows.columns
+                                 else ([None] * len(positions), TEXT))
             return joined(parts)
 
-        return _frame(UNMATCHED_COLUMNS, sum(len(items) for items in found.values()), column,
+        return _frame(UNMATCHED_COLUMNS, sum(len(positions) for positions, _ in found.values()), column,
                       ("side", "step", "rank", "order"))
 
 
