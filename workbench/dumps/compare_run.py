@@ -203,7 +203,6 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
     from .match import match_dumps, spec_resolver
     from .match_mapping import Mapping, load_mapping
-    from .rows import release_free_memory
     from .verdict import evaluate, noise_spread
 
     a, b = _table(a_source, "A"), _table(b_source, "B")
@@ -214,7 +213,7 @@ def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pa
     matching = match_dumps(a, b, resolve_a=resolvers["A"], resolve_b=resolvers["B"], mapping=mapping)
     spread = noise_spread(a, noise) if noise is not None and len(noise) else None
     sizes = (len(a), len(b))
-    del a, b, noise                           # the dump tables: memory for the verdicts and the report
-    release_free_memory()
+    del a, b, noise                           # the dump tables: memory for the verdicts and the report (freed memory
+    # stays in the C heap, where they reuse it: handing it back first made it fault in again, no lower peak)
     evaluated = evaluate(matching.pairs, spread, in_place=True)
     return evaluated, matching.unmatched, sizes, formats, notes

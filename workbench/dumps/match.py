@@ -27,7 +27,6 @@ from .match_fused import pair_fused
 from .match_mapping import Mapping
 from .match_ops import OperatorTable, load_operators
 from .match_rows import PairBuilder
-from .rows import release_free_memory
 
 Resolver = Callable[[str], object]          # module path -> ModuleRef | None (workbench/spec/modules.py)
 
@@ -69,7 +68,6 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     del units_a, units_b                       # the calls and the column lists: memory for the tables
     builder.rows_a.release()
     builder.rows_b.release()
-    release_free_memory()
     return Matching(builder.pairs_table(), builder.unmatched_table())
 
 
