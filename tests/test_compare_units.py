@@ -18,7 +18,7 @@ from workbench.dumps.compare_result import compare_result, detail_columns, diges
 from workbench.dumps.compare_run import compare_unit
 from workbench.dumps.match import Matching
 from workbench.dumps.unit_join import joined, joined_csv, unit_csv
-from workbench.report.csv_text import frame_csv
+from workbench.report.csv_text import as_text, frame_csv
 
 # pandas warns when it joins a unit without pairs (object columns) to typed ones; the report keeps pandas' join there
 pytestmark = pytest.mark.filterwarnings("ignore:The behavior of DataFrame concatenation:FutureWarning")
@@ -90,7 +90,7 @@ def test_report_from_units_is_the_report_of_the_joined_pairs(units):
         assert "rank 1" in parts.summary[1]                    # the earliest divergence: the gelu of rank 1
         pieces = joined_csv(parts.main_table, [o.csv for o in outcomes])
         if len(outcomes) == 4:
-            assert "".join(pieces) == frame_csv(whole.main_table)      # the units' rows after one header
+            assert "".join(map(as_text, pieces)) == frame_csv(whole.main_table)    # the units' rows after one header
         else:           # a unit without pairs has object columns, so pandas joins rank, order... as objects
             assert pieces is None and str(parts.main_table["rank"].dtype) == "object"
 
@@ -153,7 +153,7 @@ def test_units_csv_joined_is_the_csv_of_the_joined_table(case):
     whole = pd.concat(tables, ignore_index=True)
     pieces = joined_csv(whole, [unit_csv(t) for t in tables])
     if case in ("same", "empty_unit"):
-        assert "".join(pieces) == frame_csv(whole) == whole.to_csv(index=False)       # the rows written apart
+        assert "".join(map(as_text, pieces)) == frame_csv(whole) == whole.to_csv(index=False)  # rows written apart
         assert len(pieces) == 1 + len(tables) - (case == "empty_unit")       # header, then each unit with rows
     else:
         assert pieces is None                        # another column set or type: the joined table is written
