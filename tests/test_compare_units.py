@@ -54,10 +54,12 @@ def dump_tree(root: Path, side: str, ranks: range, plant: bool) -> Path:
 
 @pytest.fixture
 def units(tmp_path):
-    """Each unit compared as a pool's worker compares it (with its CSV rows); B lacks rank 4 (no pairs there)."""
+    """Each unit compared as a pool's worker compares it for a whole report, with the CSV rows it writes for a CSV
+    report (where it leaves out the per-call totals: no tree there); B lacks rank 4 (no pairs there)."""
     a, b = dump_tree(tmp_path, "a", range(5), False), dump_tree(tmp_path, "b", range(4), True)
-    return [compare_unit(a / "step0" / f"rank{r}", b / "step0" / f"rank{r}" if r < 4 else None, None, None, None,
-                         csv=True) for r in range(5)]
+    found = [compare_unit(a / "step0" / f"rank{r}", b / "step0" / f"rank{r}" if r < 4 else None, None, None, None)
+             for r in range(5)]
+    return [outcome._replace(csv=unit_csv(outcome.evaluated)) for outcome in found]
 
 
 def whole_result(outcomes):
@@ -195,6 +197,8 @@ def test_csv_units_send_back_only_the_unmatched_side_and_the_summary_is_the_same
         assert as_csv.facts["unmatched"]["A"] > 0 and gc.isenabled()      # the parent's pause is over
         assert (as_csv.summary, as_csv.facts, as_csv.verdict) == (plain.summary, plain.facts, plain.verdict)
         assert render(as_csv, "csv") == render(plain, "csv")
+        assert "hierarchy" in plain.tables and "hierarchy" not in as_csv.tables       # no tree in a CSV report
+    assert slim.digest.totals == [] and whole.digest.totals and slim.digest.calls == whole.digest.calls
 
 
 def test_the_collector_is_back_after_a_comparison_that_fails(tmp_path):

@@ -79,7 +79,7 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
     unmatched, evaluated = joined([r.unmatched for r in results]), joined([r.evaluated for r in results])
     totals = [sum(r.sizes[side] for r in results) for side in (0, 1)]          # rows of the units compared
     result = compare_result(Matching(evaluated, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals,
-                            found=joined_digests([r.digest for r in results]))
+                            found=joined_digests([r.digest for r in results]), hierarchy=not csv)
     pieces = joined_csv(result.main_table, [r.csv for r in results]) if csv else None
     if pieces is not None:
         result.renderers["csv"] = lambda _result: pieces
@@ -191,7 +191,7 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
         evaluated = evaluated[detail_columns(evaluated.columns)]      # the report's order: no copy in the parent
         text = unit_csv(evaluated) if csv else None
         return UnitOutcome(evaluated, unmatched[["side"]] if csv else unmatched, sizes, formats, notes,
-                           digest(evaluated), text)
+                           digest(evaluated, totals=not csv), text)
 
 
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
