@@ -159,6 +159,36 @@ def test_tree_hung_by_totals_is_the_tree_added_call_by_call(seed):
         assert hang(case).rows == sum(count for _, count, _, _ in case)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flat_table_is_the_tree_walked_node_by_node(seed):
+    """The tree's table (a module's calls taken a column at a time, the columns typed as pandas infers them) is
+    the table of a depth-first walk one node at a time: model names empty or not, leaves at every depth."""
+    import math
+
+    import pandas as pd
+
+    from workbench.dumps.hierarchy import flat, hang
+
+    def flat_node_by_node(root):
+        rows, stack = [], [(root, 0, "")]
+        while stack:
+            node, depth, path = stack.pop()
+            here = f"{path}/{node.name}" if path else node.name
+            rows.append((depth, here, node.worst, node.status, node.rows))
+            stack += [(child, depth + 1, here) for child in reversed(node.children.values())]
+        return pd.DataFrame(dict(zip(("depth", "path", "worst_rel", "status", "rows"),
+                                     map(list, zip(*rows, strict=True)), strict=True)))
+
+    rng = random.Random(seed)
+    names = ["layer 0", "layer 1", "(no layer)", "m", "attention", "a ↔ b", "x", None]
+    totals = [((rng.choice(names), rng.choice(names), rng.choice(names)), rng.randint(0, 5),
+               rng.choice([0.0, 0.5, 3.0, math.nan, 1e308]), rng.randint(0, 2)) for _ in range(400)]
+    for model in ("model", ""):
+        for case in (totals, totals[:3], []):
+            tree = hang(case, model)
+            pd.testing.assert_frame_equal(flat(tree), flat_node_by_node(tree), check_exact=True)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_alignment_table_by_rows_is_the_loops_table(seed):
     """The gap's dynamic programming table made a row at a time with numpy is the Python loop's, cell for cell, on

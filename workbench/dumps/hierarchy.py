@@ -89,13 +89,18 @@ def hang(totals: list, model: str = "model") -> Node:
     root = Node(model)
     for (layer, module, call), count, high, rank in totals:
         node = root
-        for name in (layer, module, call):
+        for name in (layer, module):
             if name is not None:
-                child = node.children.get(name)
+                children = node.children
+                child = children.get(name)
                 if child is None:
-                    child = node.children[name] = Node(name)
+                    child = children[name] = Node(name)
                 node = child
-        _add(node, count, high, rank, names)
+        leaf = None if call is None else node.children.get(call)
+        if call is not None and leaf is None:          # a new call node: _add's totals on a fresh node
+            node.children[call] = Node(call, high if high > 0.0 else 0.0, names[rank] if rank > 0 else "pass", count)
+        else:
+            _add(node if call is None else leaf, count, high, rank, names)
     _total(root, names)
     return root
 
@@ -109,22 +114,52 @@ def _add(node: Node, count: int, high: float, rank: int, names: dict) -> None:
 
 
 def _total(node: Node, names: dict) -> None:
-    """The node's own totals plus its children's, below it first (the tree is four levels deep)."""
+    """The node's own totals plus its children's, below it first (the tree is four levels deep): the sums and
+    maxima that :func:`_add` of each child in turn gives, kept in locals."""
+    rows, worst, rank = node.rows, node.worst, STATUS_RANK.get(node.status, 0)
     for child in node.children.values():
-        _total(child, names)
-        _add(node, child.rows, child.worst, STATUS_RANK.get(child.status, 0), names)
+        if child.children:
+            _total(child, names)
+        rows += child.rows
+        if child.worst > worst:
+            worst = child.worst
+        child_rank = STATUS_RANK.get(child.status, 0)
+        if child_rank > rank:
+            rank = child_rank
+    node.rows, node.worst = rows, worst
+    if rank > STATUS_RANK.get(node.status, 0):
+        node.status = names[rank]
 
 
 def flat(root: Node):
-    """The tree as a table: depth, path, worst relative difference, status, rows."""
+    """The tree as a table: depth, path, worst relative difference, status, rows; depth first, children in
+    order. The children of a node that has no grandchildren (a module's calls, most of the nodes) are taken a
+    column at a time."""
+    import numpy as np
     import pandas as pd
 
-    rows = []
-    stack = [(root, 0, "")]                   # depth first, children in order: the last pushed is visited next
-    while stack:
-        node, depth, path = stack.pop()
-        here = f"{path}/{node.name}" if path else node.name
-        rows.append((depth, here, node.worst, node.status, node.rows))
-        stack += [(child, depth + 1, here) for child in reversed(node.children.values())]
+    columns: tuple[list, ...] = ([], [], [], [], [])
+    _flat_into(columns, root, 0, root.name)
+    types = (np.int64, object, np.float64, object, np.int64)     # what pandas infers from these lists, given
     names = ("depth", "path", "worst_rel", "status", "rows")
-    return pd.DataFrame(dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))
+    return pd.DataFrame({name: np.asarray(values, dtype=kind) for name, values, kind in zip(names, columns, types,
+                                                                                               strict=True)}, copy=False)
+
+
+def _flat_into(columns: tuple, node: Node, depth: int, here: str) -> None:
+    depths, paths, worst, status, rows = columns
+    depths.append(depth)
+    paths.append(here)
+    worst.append(node.worst)
+    status.append(node.status)
+    rows.append(node.rows)
+    children = list(node.children.values())
+    if any(child.children for child in children):
+        for child in children:
+            _flat_into(columns, child, depth + 1, f"{here}/{child.name}" if here else child.name)
+        return
+    depths.extend([depth + 1] * len(children))
+    paths.extend([f"{here}/{child.name}" for child in children] if here else [child.name for child in children])
+    worst.extend([child.worst for child in children])
+    status.extend([child.status for child in children])
+    rows.extend([child.rows for child in children])
