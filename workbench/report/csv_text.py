@@ -60,7 +60,7 @@ def frame_csv_data(frame, header: bool = True):
     array: a file takes them as they are, without a decode and an encode of tens of MB), else as str."""
     columns = list(frame.columns)
     if os.linesep != "\n" or len(columns) < 2 or not all(type(c) is str and not _needs_quotes(c) for c in columns) or \
-            not all(_supported(frame[c]) for c in columns):
+            len(set(columns)) < len(columns) or not all(_supported(frame[c]) for c in columns):     # a repeated label
         return frame.to_csv(index=False, header=header)
     blocks = [",".join(columns) + "\n"] if header else []
     rows = csv_rows(frame, "".join(blocks)) if _FLOATS_UNQUOTED else None
