@@ -35,33 +35,58 @@ def build_tree(evaluated, model: str = "model") -> Node:
 def call_totals(evaluated) -> list[tuple[tuple[str, str, str], int, float, int]]:
     """Per call, in order of first appearance: ((layer, module, call) labels, rows, worst finite relative
     difference (0.0 when none), worst status rank). A process pool's workers total their units and the parent
-    joins them with :func:`joined_totals`."""
+    joins them with :func:`joined_totals`. Rows are numbered by their raw values first (layer, logical module,
+    module path, both call names) and each distinct one is labelled once: distinct values that label alike (a
+    logical module missing, a layer 1 and 1.0) are one call, as numbering the rows' labels would make them."""
     import numpy as np
 
     if not len(evaluated):
         return []
-    labels: dict = {}
-    layers = []
-    for value in evaluated["layer"].tolist():
-        key = None if value is None or value != value else value
-        if key not in labels:
-            labels[key] = "(no layer)" if key is None else f"layer {int(key)}"
-        layers.append(labels[key])
-    modules = [logical or module or "(no module)" for logical, module in
-               zip(evaluated["logical_module"].tolist(), evaluated["a_module_path"].tolist(), strict=True)]
-    keys = zip(layers, modules,
-               [f"{a} ↔ {b}" for a, b in zip(evaluated["call_a"].tolist(), evaluated["call_b"].tolist(), strict=True)],
-               strict=True)
+    layer_of, layer_names = _layer_numbers(evaluated["layer"])
+    raw: dict[tuple, int] = {}
+    raw_of = np.asarray([raw.setdefault(key, len(raw)) for key in zip(
+        layer_of, *(evaluated[c].tolist() for c in ("logical_module", "a_module_path", "call_a", "call_b")),
+        strict=True)], dtype=np.int64)
     ids: dict[tuple, int] = {}
-    index = np.asarray([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64)
+    label_of = np.asarray([ids.setdefault((layer_names[layer], logical or module or "(no module)", f"{a} ↔ {b}"),
+                                          len(ids)) for layer, logical, module, a, b in raw], dtype=np.int64)
+    index = label_of[raw_of]
     rows = np.bincount(index, minlength=len(ids))
     worst = np.zeros(len(ids))
     values = evaluated["worst_rel"].to_numpy(dtype=np.float64, na_value=np.nan)
     finite = np.isfinite(values)
     np.maximum.at(worst, index[finite], values[finite])
+    status = evaluated["status"].to_numpy(dtype=object)
+    row_ranks = np.zeros(len(status), dtype=np.int64)
+    for name, rank in STATUS_RANK.items():       # STATUS_RANK.get(status, 0) of every row
+        if rank:
+            row_ranks[status == name] = rank
     ranks = np.zeros(len(ids), dtype=np.int64)
-    np.maximum.at(ranks, index, np.asarray([STATUS_RANK.get(s, 0) for s in evaluated["status"].tolist()]))
+    np.maximum.at(ranks, index, row_ranks)
     return list(zip(ids, rows.tolist(), worst.tolist(), ranks.tolist(), strict=True))
+
+
+def _layer_numbers(layers) -> tuple[list[int], list[str]]:
+    """(each row's number, the labels): "layer N", or "(no layer)" for None and nan; an integer column's values
+    numbered by pandas' hash table, any other's one at a time."""
+    import numpy as np
+    import pandas as pd
+
+    values = layers.to_numpy()
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        numbers, distinct = pd.factorize(values)
+        return numbers.tolist(), [f"layer {int(value)}" for value in distinct.tolist()]
+    numbers: dict = {}
+    names: list[str] = []
+    found = []
+    for value in layers.tolist():
+        key = None if value is None or value != value else value
+        number = numbers.get(key)
+        if number is None:
+            number = numbers[key] = len(names)
+            names.append("(no layer)" if key is None else f"layer {int(key)}")
+        found.append(number)
+    return found, names
 
 
 def joined_totals(parts: list[list]) -> list:
