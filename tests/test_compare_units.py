@@ -166,6 +166,21 @@ def test_report_columns_put_the_verdict_first():
     assert detail_columns(["x", "status", "a_name"])[-1] == "x"
 
 
+def test_pairs_in_report_order_share_their_columns(units):
+    """The same table as ``evaluated[detail_columns(...)]``, its columns the evaluated table's own arrays; a
+    table already in order as it is, one with a repeated label copied by pandas."""
+    from workbench.dumps.compare_result import in_report_order
+
+    evaluated = units[0].evaluated
+    shuffled = evaluated[list(reversed(evaluated.columns))]
+    ordered = in_report_order(shuffled)
+    pd.testing.assert_frame_equal(ordered, shuffled[detail_columns(shuffled.columns)], check_exact=True)
+    assert all(np.shares_memory(ordered[c].to_numpy(), shuffled[c].to_numpy()) for c in ordered.columns)
+    assert in_report_order(evaluated) is evaluated
+    repeated = pd.concat([shuffled, shuffled[["step"]]], axis=1)
+    pd.testing.assert_frame_equal(in_report_order(repeated), repeated[detail_columns(repeated.columns)])
+
+
 def test_report_csv_is_the_units_rows_when_asked_for_csv(tmp_path):
     from workbench.dumps.compare_run import CompareOptions, compare_dumps
     from workbench.report.emit import render

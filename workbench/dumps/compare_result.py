@@ -42,6 +42,19 @@ def detail_columns(columns) -> list[str]:
     return [*DETAIL_FIRST, *(c for c in columns if c not in DETAIL_FIRST)]
 
 
+def in_report_order(evaluated):
+    """The pairs with :func:`detail_columns`' order, sharing their column arrays: ``evaluated[columns]`` copied
+    every column (25 ms for 72k pairs) of a table that is not changed afterwards."""
+    import pandas as pd
+
+    columns = detail_columns(evaluated.columns)
+    if list(evaluated.columns) == columns:
+        return evaluated
+    if not evaluated.columns.is_unique:
+        return evaluated[columns]
+    return pd.DataFrame({name: evaluated[name] for name in columns}, copy=False)
+
+
 def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int,
                    found: Digest | None = None, hierarchy: bool = True) -> Result:
     """The report; ``found`` is ``digest(evaluated)`` when the caller has it (the units' digests joined).
@@ -65,8 +78,7 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     differing = _differing_from_the_start(evaluated) if first is None else None
     if differing:
         summary.insert(1, differing)
-    columns = detail_columns(evaluated.columns)
-    detail = evaluated if list(evaluated.columns) == columns else evaluated[columns]   # units order theirs
+    detail = in_report_order(evaluated)                     # units order theirs
     unmatched_view = unmatched.copy(deep=False)            # the same columns, status added: no copy of the rows
     unmatched_view["status"] = "unmatched"
     verdict = "DIVERGED" if first else "INPUTS DIFFER" if differing and not differing.startswith("note") else "PASS"
