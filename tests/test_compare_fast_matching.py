@@ -159,6 +159,79 @@ def test_tree_hung_by_totals_is_the_tree_added_call_by_call(seed):
         assert hang(case).rows == sum(count for _, count, _, _ in case)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_call_totals_are_the_rows_labels_numbered_row_by_row(seed):
+    """Rows numbered by their raw values and labelled once per distinct one give the totals of labelling every
+    row: integer, float (nan) and object layers (None, 1 and 1.0 alike), missing logical modules (None, "",
+    nan), call names whose pairs print alike ("a ↔ b" + "c" and "a" + "b ↔ c"), statuses outside the ranks."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from workbench.dumps.hierarchy import STATUS_RANK, call_totals
+
+    def totals_row_by_row(evaluated):
+        layers = [("(no layer)" if v is None or v != v else f"layer {int(v)}") for v in evaluated["layer"].tolist()]
+        modules = [logical or module or "(no module)" for logical, module in
+                   zip(evaluated["logical_module"].tolist(), evaluated["a_module_path"].tolist(), strict=True)]
+        calls = [f"{a} ↔ {b}" for a, b in zip(evaluated["call_a"].tolist(), evaluated["call_b"].tolist(), strict=True)]
+        found: dict = {}
+        for key, high, status in zip(zip(layers, modules, calls, strict=True), evaluated["worst_rel"].tolist(),
+                                     evaluated["status"].tolist(), strict=True):
+            count, worst, rank = found.get(key, (0, 0.0, 0))
+            found[key] = (count + 1, high if math.isfinite(high) and high > worst else worst,
+                          max(rank, STATUS_RANK.get(status, 0)))
+        return [(key, *values) for key, values in found.items()]
+
+    rng = random.Random(seed)
+    rows = 500
+    layer_kinds = {"int": lambda: rng.randint(0, 3), "float": lambda: rng.choice([0.0, 1.0, 2.5, math.nan]),
+                   "object": lambda: rng.choice([None, 1, 1.0, True, 2, math.nan])}
+    for kind, layer in layer_kinds.items():
+        table = pd.DataFrame({
+            "layer": [layer() for _ in range(rows)],
+            "logical_module": [rng.choice([None, "", "attn", "mlp", math.nan]) for _ in range(rows)],
+            "a_module_path": [rng.choice(["", "m.0", "m.1", None]) for _ in range(rows)],
+            "call_a": [rng.choice(["a ↔ b", "a", "x"]) for _ in range(rows)],
+            "call_b": [rng.choice(["c", "b ↔ c", "y"]) for _ in range(rows)],
+            "worst_rel": [rng.choice([0.5, 2.0, math.nan, math.inf, -1.0, 0.0]) for _ in range(rows)],
+            "status": [rng.choice(["pass", "warning", "error", None, "other"]) for _ in range(rows)]})
+        if kind == "int":
+            assert table["layer"].dtype == np.int64
+        assert call_totals(table) == totals_row_by_row(table), kind
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flat_table_is_the_tree_walked_node_by_node(seed):
+    """The tree's table (a module's calls taken a column at a time, the columns typed as pandas infers them) is
+    the table of a depth-first walk one node at a time: model names empty or not, leaves at every depth."""
+    import math
+
+    import pandas as pd
+
+    from workbench.dumps.hierarchy import flat, hang
+
+    def flat_node_by_node(root):
+        rows, stack = [], [(root, 0, "")]
+        while stack:
+            node, depth, path = stack.pop()
+            here = f"{path}/{node.name}" if path else node.name
+            rows.append((depth, here, node.worst, node.status, node.rows))
+            stack += [(child, depth + 1, here) for child in reversed(node.children.values())]
+        return pd.DataFrame(dict(zip(("depth", "path", "worst_rel", "status", "rows"),
+                                     map(list, zip(*rows, strict=True)), strict=True)))
+
+    rng = random.Random(seed)
+    names = ["layer 0", "layer 1", "(no layer)", "m", "attention", "a ↔ b", "x", None]
+    totals = [((rng.choice(names), rng.choice(names), rng.choice(names)), rng.randint(0, 5),
+               rng.choice([0.0, 0.5, 3.0, math.nan, 1e308]), rng.randint(0, 2)) for _ in range(400)]
+    for model in ("model", ""):
+        for case in (totals, totals[:3], []):
+            tree = hang(case, model)
+            pd.testing.assert_frame_equal(flat(tree), flat_node_by_node(tree), check_exact=True)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_alignment_table_by_rows_is_the_loops_table(seed):
     """The gap's dynamic programming table made a row at a time with numpy is the Python loop's, cell for cell, on

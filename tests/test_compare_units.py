@@ -18,7 +18,7 @@ from workbench.dumps.compare_result import compare_result, detail_columns, diges
 from workbench.dumps.compare_run import compare_unit
 from workbench.dumps.match import Matching
 from workbench.dumps.unit_join import joined, joined_csv, unit_csv
-from workbench.report.csv_text import frame_csv
+from workbench.report.csv_text import as_text, frame_csv
 
 # pandas warns when it joins a unit without pairs (object columns) to typed ones; the report keeps pandas' join there
 pytestmark = pytest.mark.filterwarnings("ignore:The behavior of DataFrame concatenation:FutureWarning")
@@ -54,10 +54,12 @@ def dump_tree(root: Path, side: str, ranks: range, plant: bool) -> Path:
 
 @pytest.fixture
 def units(tmp_path):
-    """Each unit compared as a pool's worker compares it (with its CSV rows); B lacks rank 4 (no pairs there)."""
+    """Each unit compared as a pool's worker compares it for a whole report, with the CSV rows it writes for a CSV
+    report (where it leaves out the per-call totals: no tree there); B lacks rank 4 (no pairs there)."""
     a, b = dump_tree(tmp_path, "a", range(5), False), dump_tree(tmp_path, "b", range(4), True)
-    return [compare_unit(a / "step0" / f"rank{r}", b / "step0" / f"rank{r}" if r < 4 else None, None, None, None,
-                         csv=True) for r in range(5)]
+    found = [compare_unit(a / "step0" / f"rank{r}", b / "step0" / f"rank{r}" if r < 4 else None, None, None, None)
+             for r in range(5)]
+    return [outcome._replace(csv=unit_csv(outcome.evaluated)) for outcome in found]
 
 
 def whole_result(outcomes):
@@ -90,7 +92,7 @@ def test_report_from_units_is_the_report_of_the_joined_pairs(units):
         assert "rank 1" in parts.summary[1]                    # the earliest divergence: the gelu of rank 1
         pieces = joined_csv(parts.main_table, [o.csv for o in outcomes])
         if len(outcomes) == 4:
-            assert "".join(pieces) == frame_csv(whole.main_table)      # the units' rows after one header
+            assert "".join(map(as_text, pieces)) == frame_csv(whole.main_table)    # the units' rows after one header
         else:           # a unit without pairs has object columns, so pandas joins rank, order... as objects
             assert pieces is None and str(parts.main_table["rank"].dtype) == "object"
 
@@ -153,7 +155,7 @@ def test_units_csv_joined_is_the_csv_of_the_joined_table(case):
     whole = pd.concat(tables, ignore_index=True)
     pieces = joined_csv(whole, [unit_csv(t) for t in tables])
     if case in ("same", "empty_unit"):
-        assert "".join(pieces) == frame_csv(whole) == whole.to_csv(index=False)       # the rows written apart
+        assert "".join(map(as_text, pieces)) == frame_csv(whole) == whole.to_csv(index=False)  # rows written apart
         assert len(pieces) == 1 + len(tables) - (case == "empty_unit")       # header, then each unit with rows
     else:
         assert pieces is None                        # another column set or type: the joined table is written
@@ -162,6 +164,21 @@ def test_units_csv_joined_is_the_csv_of_the_joined_table(case):
 def test_report_columns_put_the_verdict_first():
     assert detail_columns(["x", "status", "a_name"])[:2] == ["status", "worst_rel"]
     assert detail_columns(["x", "status", "a_name"])[-1] == "x"
+
+
+def test_pairs_in_report_order_share_their_columns(units):
+    """The same table as ``evaluated[detail_columns(...)]``, its columns the evaluated table's own arrays; a
+    table already in order as it is, one with a repeated label copied by pandas."""
+    from workbench.dumps.compare_result import in_report_order
+
+    evaluated = units[0].evaluated
+    shuffled = evaluated[list(reversed(evaluated.columns))]
+    ordered = in_report_order(shuffled)
+    pd.testing.assert_frame_equal(ordered, shuffled[detail_columns(shuffled.columns)], check_exact=True)
+    assert all(np.shares_memory(ordered[c].to_numpy(), shuffled[c].to_numpy()) for c in ordered.columns)
+    assert in_report_order(evaluated) is evaluated
+    repeated = pd.concat([shuffled, shuffled[["step"]]], axis=1)
+    pd.testing.assert_frame_equal(in_report_order(repeated), repeated[detail_columns(repeated.columns)])
 
 
 def test_report_csv_is_the_units_rows_when_asked_for_csv(tmp_path):
@@ -195,6 +212,8 @@ def test_csv_units_send_back_only_the_unmatched_side_and_the_summary_is_the_same
         assert as_csv.facts["unmatched"]["A"] > 0 and gc.isenabled()      # the parent's pause is over
         assert (as_csv.summary, as_csv.facts, as_csv.verdict) == (plain.summary, plain.facts, plain.verdict)
         assert render(as_csv, "csv") == render(plain, "csv")
+        assert "hierarchy" in plain.tables and "hierarchy" not in as_csv.tables       # no tree in a CSV report
+    assert slim.digest.totals == [] and whole.digest.totals and slim.digest.calls == whole.digest.calls
 
 
 def test_the_collector_is_back_after_a_comparison_that_fails(tmp_path):

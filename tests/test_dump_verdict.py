@@ -41,6 +41,29 @@ def test_bf16_against_fp32_is_not_an_error_by_itself_and_dtype_names_normalise()
     assert normalise_dtype("Float32") == normalise_dtype("torch.float32") == "float32"
 
 
+def test_tolerances_and_dtype_notes_are_each_rows_own():
+    """Found once per distinct (A dtype, B dtype) pair, they are what each row's pair gives: spellings, one side
+    missing as None or as nan (which pandas counts as one value but which print differently), all-missing
+    nan/inf counts."""
+    import math
+
+    from workbench.dumps.verdict import _dtype_note_of, tolerance
+
+    pairs = match_dumps(_torch(), _torch().assign(side="B")).pairs
+    spellings = ["float32", "torch.bfloat16", "Float16", "fp32", None, math.nan, "int64"]
+    rng = np.random.default_rng(3)
+    for missing in (False, True):
+        table = pairs.copy()
+        choices = spellings if missing else spellings[:4] + spellings[6:]
+        table["a_dtype"] = [choices[i] for i in rng.integers(0, len(choices), len(table))]
+        table["b_dtype"] = [choices[i] for i in rng.integers(0, len(choices), len(table))]
+        table["a_nan_count"] = None
+        evaluated = evaluate(table.copy())
+        rows = list(zip(table["a_dtype"], table["b_dtype"], strict=True))
+        assert evaluated["tolerance"].tolist() == [tolerance(*pair) for pair in rows]
+        assert evaluated["note"].tolist() == [_dtype_note_of(*pair) for pair in rows]     # no nan/inf: A is B
+
+
 def test_noise_widens_tolerances():
     a = _torch()
     b = a.assign(side="B")

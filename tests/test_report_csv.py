@@ -79,6 +79,7 @@ def test_other_types_are_left_to_pandas(column):
     pd.DataFrame({"only": ["", "x", None]}),                       # one column: an empty row is written '""'
     pd.DataFrame({"a,b": [1, 2], "c": [3, 4]}),                   # a label that needs quotes
     pd.DataFrame({0: [1, 2], "c": [3, 4]}),                        # a label that is not a str
+    pd.DataFrame([[1, 2.5, "x"]], columns=["a", "a", "b"]),         # a label repeated (main raised AttributeError)
     pd.DataFrame(), pd.DataFrame({"a": [], "b": []})])
 def test_odd_tables_give_to_csv_text(frame):
     assert frame_csv(frame) == frame.to_csv(index=False)

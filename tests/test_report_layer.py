@@ -85,18 +85,23 @@ def test_emit_refuses_to_overwrite_without_force_and_writes_atomically(tmp_path)
 
 
 def test_a_renderer_that_gives_pieces_is_written_as_their_text(tmp_path, capsys, monkeypatch):
-    """A renderer may give its text as pieces (a comparison's CSV: a header and each unit's rows); render joins
-    them, emit writes them one after the other to a file or stdout: the same text, pieces of any size."""
+    """A renderer may give its text as pieces (a comparison's CSV: a header and each unit's rows, as str or as
+    the UTF-8 bytes of the compiled row writer); render joins them, emit writes them one after the other to a
+    file or stdout: the same text, pieces of any size and kind."""
+    import numpy as np
+
     monkeypatch.setattr("workbench.fileio._TEXT_PIECE", 3)                  # pieces cut across the write size
-    pieces = ["a,b\n", "1,é\n2,x\n", "", "3,\u00fc" * 4 + "\n"]
+    pieces = ["a,b\n", "1,é\n2,x\n", np.frombuffer("4,ä\n5,\n".encode(), dtype=np.uint8), "",
+              "3,\u00fc" * 4 + "\n", b"6,\xc3\xb6\n"]
+    text = "a,b\n1,é\n2,x\n4,ä\n5,\n" + "3,\u00fc" * 4 + "\n6,ö\n"
     result = _result()
     result.renderers["csv"] = lambda _result: pieces
-    assert render(result, "csv") == "".join(pieces)
+    assert render(result, "csv") == text
     emit(result, "csv", tmp_path / "out.csv")
-    assert (tmp_path / "out.csv").read_bytes() == "".join(pieces).encode()
+    assert (tmp_path / "out.csv").read_bytes() == text.encode()
     capsys.readouterr()
     emit(result, "csv")
-    assert capsys.readouterr().out == "".join(pieces)
+    assert capsys.readouterr().out == text
 
 
 def test_terminal_table_shows_summary_and_truncates_long_tables(capsys):

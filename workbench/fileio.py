@@ -197,13 +197,21 @@ def atomic_path(path: Path | str, fsync: bool = False, suffix: str = ".part") ->
         yield output.temporary
 
 
-def write_text(path: Path | str, text: str | list[str], fsync: bool = False) -> Path:
+def write_text(path: Path | str, text: str | list, fsync: bool = False) -> Path:
     """``text`` (or its pieces, one after the other) written in 1 MiB pieces: encoding a report of tens of MB at
-    once would hold a second copy."""
+    once would hold a second copy. A piece that is not a str is text already encoded in UTF-8 (a CSV's rows as
+    the compiled writer made them): written as it is, after the text before it, also in 1 MiB pieces (one
+    write of 52 MB took ~0.1 s more CPU than 52 writes of 1 MiB, the first time in a process)."""
     with atomic_file(path, text=True, fsync=fsync) as handle:
         for piece in [text] if isinstance(text, str) else text:
-            for start in range(0, len(piece), _TEXT_PIECE):
-                handle.write(piece[start:start + _TEXT_PIECE])
+            if isinstance(piece, str):
+                for start in range(0, len(piece), _TEXT_PIECE):
+                    handle.write(piece[start:start + _TEXT_PIECE])
+                continue
+            handle.flush()
+            data = memoryview(piece).cast("B")
+            for start in range(0, len(data), _TEXT_PIECE):
+                handle.buffer.write(data[start:start + _TEXT_PIECE])
     return Path(path)
 
 

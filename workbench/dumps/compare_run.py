@@ -79,7 +79,7 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
     unmatched, evaluated = joined([r.unmatched for r in results]), joined([r.evaluated for r in results])
     totals = [sum(r.sizes[side] for r in results) for side in (0, 1)]          # rows of the units compared
     result = compare_result(Matching(evaluated, unmatched), evaluated, {"A": str(path_a), "B": str(path_b)}, *totals,
-                            found=joined_digests([r.digest for r in results]))
+                            found=joined_digests([r.digest for r in results]), hierarchy=not csv)
     pieces = joined_csv(result.main_table, [r.csv for r in results]) if csv else None
     if pieces is not None:
         result.renderers["csv"] = lambda _result: pieces
@@ -181,23 +181,23 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
     call and per row position that lives to the end, which it would walk again and again (a third of the
     matching time on 200k rows).
 
-    The pairs come back in the report's column order (:func:`.compare_result.detail_columns`): the copy that
-    orders them is made here, in parallel, and the parent's report uses them as they are.
+    The pairs come back in the report's column order (:func:`.compare_result.in_report_order`, a table sharing
+    the columns, not a copy), and the parent's report uses them as they are.
 
     With ``csv`` the report is the pairs' CSV, written here, and of the unmatched rows the parent only counts each
     side's: only their ``side`` column travels back, not the rows (a third of what a pool's worker pickles and the
     parent unpickles while the other workers run)."""
-    from .compare_result import detail_columns, digest
+    from .compare_result import digest, in_report_order
     from ..gc_pause import gc_paused
     from .unit_join import unit_csv
 
     with gc_paused():
         evaluated, unmatched, sizes, formats, notes = _compare_unit(a_source, b_source, noise_source, arch,
                                                                     mapping_path)
-        evaluated = evaluated[detail_columns(evaluated.columns)]      # the report's order: no copy in the parent
+        evaluated = in_report_order(evaluated)                         # the report's order: none in the parent
         text = unit_csv(evaluated) if csv else None
         return UnitOutcome(evaluated, unmatched[["side"]] if csv else unmatched, sizes, formats, notes,
-                           digest(evaluated), text)
+                           digest(evaluated, totals=not csv), text)
 
 
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):

@@ -44,14 +44,15 @@ def _same_columns(frames: list) -> bool:
     return all(frame.columns.equals(first.columns) and list(frame.dtypes) == types for frame in frames[1:])
 
 
-def unit_csv(detail) -> tuple[str, list, list]:
-    """A unit's CSV rows (no header) with the column labels and types they were written with."""
-    from ..report.csv_text import frame_csv
+def unit_csv(detail) -> tuple:
+    """A unit's CSV rows (no header), as str or as the UTF-8 bytes the compiled writer made (a uint8 array,
+    :func:`workbench.report.csv_text.frame_csv_data`), with the column labels and types they were written with."""
+    from ..report.csv_text import frame_csv_data
 
-    return frame_csv(detail, header=False), list(detail.columns), list(detail.dtypes)
+    return frame_csv_data(detail, header=False), list(detail.columns), list(detail.dtypes)
 
 
-def joined_csv(detail, parts: list[tuple[str, list, list]]) -> list[str] | None:
+def joined_csv(detail, parts: list[tuple]) -> list | None:
     """The CSV text of ``detail`` (the joined units' table) from the units' :func:`unit_csv` in unit order, as
     its pieces (the header, then each unit's rows: the report writes them one after the other, not joined into
     one more copy first), or None when some unit with rows was written with other columns or types than
@@ -59,6 +60,6 @@ def joined_csv(detail, parts: list[tuple[str, list, list]]) -> list[str] | None:
     from ..report.csv_text import frame_csv
 
     columns, types = list(detail.columns), list(detail.dtypes)
-    if any(text and (names != columns or kinds != types) for text, names, kinds in parts):
+    if any(len(text) and (names != columns or kinds != types) for text, names, kinds in parts):
         return None
-    return [frame_csv(detail.iloc[:0]), *(text for text, _, _ in parts if text)]
+    return [frame_csv(detail.iloc[:0]), *(text for text, _, _ in parts if len(text))]

@@ -17,6 +17,7 @@ import io
 import os
 import re
 
+from .csv_rows import csv_rows
 from .float_repr import float_reprs
 
 BLOCK = 16384                      # rows formatted at a time: one block's cells exist at once, not the table's
@@ -46,11 +47,25 @@ def frame_csv(frame, header: bool = True) -> str:
     """``frame.to_csv(index=False, header=header)``, faster for the column types report tables have (numbers,
     text, flags). Each row's text depends on that row and the column types only, so the rows of tables with the
     same columns and types can be written apart and joined after one header (``workbench compare``'s units)."""
+    return as_text(frame_csv_data(frame, header))
+
+
+def as_text(data) -> str:
+    """:func:`frame_csv_data`'s text (or a piece of it) as str: UTF-8 bytes decoded, str as it is."""
+    return data if isinstance(data, str) else str(data, "utf-8")
+
+
+def frame_csv_data(frame, header: bool = True):
+    """:func:`frame_csv`'s text, as the UTF-8 bytes the compiled row writer made (:mod:`.csv_rows`, a uint8
+    array: a file takes them as they are, without a decode and an encode of tens of MB), else as str."""
     columns = list(frame.columns)
     if os.linesep != "\n" or len(columns) < 2 or not all(type(c) is str and not _needs_quotes(c) for c in columns) or \
-            not all(_supported(frame[c]) for c in columns):
+            len(set(columns)) < len(columns) or not all(_supported(frame[c]) for c in columns):     # a repeated label
         return frame.to_csv(index=False, header=header)
     blocks = [",".join(columns) + "\n"] if header else []
+    rows = csv_rows(frame, "".join(blocks)) if _FLOATS_UNQUOTED else None
+    if rows is not None:
+        return rows
     for start in range(0, len(frame), BLOCK):
         part = frame.iloc[start:start + BLOCK]
         cells = [_cells(part[c]) for c in columns]

@@ -39,13 +39,16 @@ def choose_format(requested: str | None, out: Path | None, allowed: tuple[str, .
 def render(result: Result, output_format: str) -> str | bytes:
     """The result in one format (text, or bytes for xlsx)."""
     content = _rendered(result, output_format)
-    return "".join(content) if isinstance(content, list) else content
+    if isinstance(content, list):
+        from .csv_text import as_text
+        return "".join(map(as_text, content))
+    return content
 
 
-def _rendered(result: Result, output_format: str) -> str | bytes | list[str]:
+def _rendered(result: Result, output_format: str) -> str | bytes | list:
     """:func:`render`, where a result's own renderer may give its text as a list of pieces (a comparison's CSV:
-    a header and each unit's rows), which :func:`emit` writes one after the other instead of joining them into
-    one more copy of tens of MB first."""
+    a header and each unit's rows, as str or as UTF-8 bytes), which :func:`emit` writes one after the other
+    instead of joining them into one more copy of tens of MB first."""
     if output_format in result.renderers:
         return result.renderers[output_format](result)
     if output_format == "json":
@@ -88,7 +91,8 @@ def emit(result: Result, output_format: str | None = None, out: Path | str | Non
     if out is None:
         if isinstance(content, bytes):
             raise InputError("--format xlsx", "a workbook cannot go to the terminal", "pass --out FILE.xlsx")
-        sys.stdout.writelines([content] if isinstance(content, str) else content)
+        from .csv_text import as_text
+        sys.stdout.writelines([content] if isinstance(content, str) else map(as_text, content))
     else:
         write_output(out, content)
         print(f"wrote {out}", file=sys.stderr)
