@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
+from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, mapped_bytes, parse_json, read_bytes
+from ..native import library
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
 from ..gc_pause import gc_paused
@@ -86,11 +87,13 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
-    raw = read_bytes(path, what=what)
+    # the compiled scan reads the file's cached pages mapped (no copy); the Python reader takes bytes
+    raw = (read_bytes if library("dumpscan") is None else mapped_bytes)(path, what=what)
     beside = Beside(path.parent, fmt, _entry_infos)
     found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
+    raw = raw if isinstance(raw, bytes) else raw[:]
     if json_depth(raw) > JSON_DEPTH_LIMIT:
         parse_json(raw, str(path), what=what)                  # the shared nesting error
     text = decode_utf8(raw, str(path))

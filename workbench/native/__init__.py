@@ -30,6 +30,19 @@ def function(name: str, symbol: str, argtypes: tuple, restype):
     return None if loaded is None else _typed(loaded, symbol, argtypes, restype)
 
 
+def address(data):
+    """A ``c_char_p`` to the bytes of ``data``: ``bytes``, or a read-only memory map
+    (:func:`workbench.input_files.mapped_bytes`; ctypes gives no pointer into a read-only buffer, numpy does).
+    The caller keeps ``data`` alive while the pointer is used."""
+    import ctypes
+
+    if isinstance(data, bytes):
+        return ctypes.c_char_p(data)
+    import numpy as np
+
+    return ctypes.c_char_p(np.frombuffer(data, np.uint8).ctypes.data)
+
+
 @functools.lru_cache(maxsize=None)
 def _typed(loaded, symbol: str, argtypes: tuple, restype):
     typed = getattr(loaded, symbol)
