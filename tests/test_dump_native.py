@@ -211,13 +211,15 @@ def test_non_utf8_in_a_name(tmp_path, monkeypatch):
 
 
 def test_the_scan_reads_a_memory_map_and_the_python_reader_bytes(tmp_path, monkeypatch):
-    """The native path scans the file's pages mapped (input_files.mapped_bytes); where it gives up, the Python
+    """The native path scans the file's pages mapped (native.scanned_bytes); where it gives up, the Python
     reader gets the same bytes as a bytes object (what json, decode and the errors take)."""
     from workbench.dumps import readers_msprobe
-    from workbench.input_files import mapped_bytes
+    from workbench import input_files
+
+    mapped_bytes = input_files.mapped_bytes
 
     kinds, given = [], []
-    monkeypatch.setattr(readers_msprobe, "mapped_bytes", lambda *a, **k: kinds.append(type(mapped_bytes(*a, **k)))
+    monkeypatch.setattr(input_files, "mapped_bytes", lambda *a, **k: kinds.append(type(mapped_bytes(*a, **k)))
                         or mapped_bytes(*a, **k))
     monkeypatch.setattr(readers_msprobe, "decode_utf8", lambda raw, where: given.append(type(raw)) or raw.decode())
     text = json.dumps({"data": {"Tensor.add.0.forward": {"output": [TENSOR]}}}).encode()

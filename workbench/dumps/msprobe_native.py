@@ -34,8 +34,8 @@ _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_do
 
 
 def is_utf8(raw) -> bool:
-    """Whether ``raw`` (bytes or a memory map) is ASCII or decodes as UTF-8: what the compiled scans take; the
-    rest goes to the Python readers, which name the first bad byte."""
+    """Whether ``raw`` (bytes or a map) is ASCII or UTF-8: what the compiled scans take (the rest goes to the
+    Python readers, which name the first bad byte)."""
     import numpy as np
 
     if raw.isascii() if isinstance(raw, bytes) else int(np.frombuffer(raw, np.uint8).max(initial=0)) < 0x80:
