@@ -210,6 +210,28 @@ def test_non_utf8_in_a_name(tmp_path, monkeypatch):
     assert table["name"][0].startswith("Tensor.äddé")
 
 
+def test_the_scan_reads_a_memory_map_and_the_python_reader_bytes(tmp_path, monkeypatch):
+    """The native path scans the file's pages mapped (native.scanned_bytes); where it gives up, the Python
+    reader gets the same bytes as a bytes object (what json, decode and the errors take)."""
+    from workbench.dumps import readers_msprobe
+    from workbench import input_files
+
+    mapped_bytes = input_files.mapped_bytes
+
+    kinds, given = [], []
+    monkeypatch.setattr(input_files, "mapped_bytes", lambda *a, **k: kinds.append(type(mapped_bytes(*a, **k)))
+                        or mapped_bytes(*a, **k))
+    monkeypatch.setattr(readers_msprobe, "decode_utf8", lambda raw, where: given.append(type(raw)) or raw.decode())
+    text = json.dumps({"data": {"Tensor.add.0.forward": {"output": [TENSOR]}}}).encode()
+    irregular = text.replace(b'"Tensor.add', b'"Tensor.\\u0061dd')         # an escape: the Python reader
+    for folder, body, native in (("a", text, True), ("b", irregular, False)):
+        path = _dump(tmp_path / folder, None, body)
+        kinds.clear(), given.clear()
+        assert _outcome(_read(path), monkeypatch, True)[0] == "table"
+        assert len(kinds) == 1 and not issubclass(kinds[0], bytes) and given == ([] if native else [bytes])
+        _same(_read(path), monkeypatch, expect_native=native)
+
+
 def test_random_byte_mutations(tmp_path, monkeypatch):
     source = sorted(fixtures_dir("dumps", "msprobe_pytorch").rglob("dump.full.json"))[-1].read_bytes()
     rng = random.Random(11)

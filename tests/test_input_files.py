@@ -6,8 +6,8 @@ import os
 import pytest
 
 from workbench.errors import InputError
-from workbench.input_files import (expect, expect_count, input_stat, json_depth, parse_json, read_bytes,
-                                   read_json, read_text)
+from workbench.input_files import (expect, expect_count, input_stat, json_depth, mapped_bytes, parse_json,
+                                   read_bytes, read_json, read_text)
 
 
 def test_missing_folder_loop_and_broken_link_are_named(tmp_path):
@@ -43,6 +43,41 @@ def test_size_limit_is_checked_before_reading(tmp_path):
         handle.truncate(10_000)  # sparse: nothing is allocated, and nothing must be read
     with pytest.raises(InputError, match="more than the 1.0 KiB"):
         read_bytes(big, limit=1024)
+
+
+def test_mapped_bytes_are_read_bytes_and_its_errors(tmp_path):
+    data = "{\"a\": \"ü\"}\n".encode() + bytes(range(256)) * 40          # non-UTF-8 too: the map is bytes
+    path = tmp_path / "dump.json"
+    path.write_bytes(data)
+    mapped = mapped_bytes(path)
+    assert not isinstance(mapped, bytes) and len(mapped) == len(data) and mapped[:] == data
+    assert mapped[3:5] == data[3:5] and isinstance(mapped[3:5], bytes)
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    assert mapped_bytes(empty) == b""                                   # nothing to map: read_bytes
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for bad, words in ((tmp_path / "absent", "file not found"), (tmp_path, "is a folder"), (loop, "loops")):
+        with pytest.raises(InputError, match=words):
+            mapped_bytes(bad)
+    with pytest.raises(InputError, match="more than the 1.0 KiB"):
+        mapped_bytes(path, limit=1024)                                  # checked before anything is mapped
+    os.chmod(path, 0)
+    if not os.access(path, os.R_OK):                                    # root reads anything
+        with pytest.raises(InputError, match="permission"):
+            mapped_bytes(path)
+
+
+def test_mapped_bytes_of_a_pipe_are_read_once(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the writer side of the pipe
+        with open(fifo, "w") as handle:
+            handle.write("a: 1\n")
+        os._exit(0)
+    assert mapped_bytes(fifo) == b"a: 1\n"
+    os.waitpid(pid, 0)
 
 
 def test_non_utf8_names_the_line_and_byte(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import mmap
 import os
 import stat
 from pathlib import Path
@@ -77,6 +78,32 @@ def read_bytes(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "file")
         raise InputError(str(path), f"{what} is longer than the {describe_size(limit)} this reader accepts",
                          f"pass the {what} itself, not a larger stream")
     return data
+
+
+def mapped_bytes(path: Path | str, *, limit: int = TEXT_LIMIT, what: str = "file"):
+    """The content of a regular file as :func:`read_bytes` bounds it, as a read-only private memory map whose
+    pages are mapped at once (``MAP_POPULATE``): the file's cached pages themselves, where ``read`` copies them
+    into a fresh buffer and takes a page fault per 4 KiB of it (a 67 MB dump.json: 43-47 → 6-7 ms of CPU).
+    Slices of the map are ``bytes``; it has no ``decode`` (``str(data, "utf-8")`` takes it). A pipe, an empty
+    file or a file system that cannot map gets ``read_bytes``. As for the tensor readers' maps, the file must
+    not be cut short while it is mapped (reading a page past the new end is SIGBUS)."""
+    path = Path(path)
+    info = input_stat(path)
+    if not (stat.S_ISREG(info.st_mode) and 0 < info.st_size <= limit and hasattr(mmap, "PROT_READ")):
+        return read_bytes(path, limit=limit, what=what)
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise _open_error(path, error) from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if 0 < size <= limit:
+            try:
+                return mmap.mmap(handle.fileno(), size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
+                                 prot=mmap.PROT_READ)
+            except (OSError, ValueError):
+                pass                                    # a file system without mmap: read as any file
+    return read_bytes(path, limit=limit, what=what)
 
 
 def decode_utf8(data: bytes, where: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ..native import library
+from ..native import address, library
 from .msprobe_native import FULL, OK, START
 
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
@@ -37,7 +37,7 @@ def scan_construct(raw: bytes):
     while True:
         pairs = np.empty((cap, 4), np.int64)
         counts = np.zeros(1, np.int64)
-        code = scanner.dumpconstruct(ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), pairs.ctypes.data_as(_INT64_P),
+        code = scanner.dumpconstruct(address(raw), ctypes.c_int64(len(raw)), pairs.ctypes.data_as(_INT64_P),
                                      ctypes.c_int64(cap), counts.ctypes.data_as(_INT64_P))
         if code == FULL and counts[0] >= cap:
             cap *= 4
@@ -64,8 +64,8 @@ def join(text: bytes, spans, keys_text: bytes, keys, last: bool):
     table = np.zeros(slots, np.int64)
     scanner.dumpscan_join.restype = ctypes.c_int64
     code = scanner.dumpscan_join(
-        ctypes.c_char_p(text), ctypes.c_int64(len(text)), spans.ctypes.data_as(_INT64_P), ctypes.c_int64(len(spans)),
-        ctypes.c_char_p(keys_text), ctypes.c_int64(len(keys_text)), keys.ctypes.data_as(_INT64_P),
+        address(text), ctypes.c_int64(len(text)), spans.ctypes.data_as(_INT64_P), ctypes.c_int64(len(spans)),
+        address(keys_text), ctypes.c_int64(len(keys_text)), keys.ctypes.data_as(_INT64_P),
         ctypes.c_int64(len(keys)), ctypes.c_int64(1 if last else 0), out.ctypes.data_as(_INT64_P),
         table.ctypes.data_as(_INT64_P), ctypes.c_int64(slots))
     return out if code == 0 else None
@@ -104,7 +104,7 @@ def number(text: bytes, spans):
     slots = 1 << max(2 * len(spans), 2).bit_length()
     table = np.zeros(slots, np.int64)
     scanner.dumpscan_distinct.restype = ctypes.c_int64
-    found = scanner.dumpscan_distinct(ctypes.c_char_p(text), ctypes.c_int64(len(text)), spans.ctypes.data_as(_INT64_P),
+    found = scanner.dumpscan_distinct(address(text), ctypes.c_int64(len(text)), spans.ctypes.data_as(_INT64_P),
                                     ctypes.c_int64(len(spans)), code.ctypes.data_as(_INT64_P),
                                     first.ctypes.data_as(_INT64_P), table.ctypes.data_as(_INT64_P), ctypes.c_int64(slots))
     return None if found < 0 else (code, first[:found])

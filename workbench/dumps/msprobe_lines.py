@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ..native import library
+from ..native import address, library
 
 TEXT, EXTRA = 0, 1                                   # a piece's source: dump.json's bytes, or ``extra``
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
@@ -42,7 +42,7 @@ def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
     out = bytearray(size)
     scanner.dumpscan_lines.restype = ctypes.c_int64
     written = scanner.dumpscan_lines(
-        ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_char_p(extra), ctypes.c_int64(len(extra)),
+        address(raw), ctypes.c_int64(len(raw)), ctypes.c_char_p(extra), ctypes.c_int64(len(extra)),
         items.ctypes.data_as(_INT64_P), ctypes.c_int64(len(items)),
         None if index is None else index.ctypes.data_as(_INT64_P), ctypes.c_int64(count), ctypes.c_int64(per_line),
         (ctypes.c_char * size).from_buffer(out), ctypes.c_int64(size))

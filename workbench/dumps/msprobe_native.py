@@ -17,7 +17,7 @@ import math
 
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT
-from ..native import library
+from ..native import address, library
 from .api_stems import stem_codes
 from .formats import DumpFormats
 from .msprobe_sink import IO_LABELS, SCALAR_STATS
@@ -33,13 +33,15 @@ FIXED_COLUMNS = 12                                # then one spelling id per md5
 _INT64_P, _DOUBLE_P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)
 
 
-def is_utf8(raw: bytes) -> bool:
-    """Whether ``raw`` is ASCII or decodes as UTF-8: what the compiled scans take; the rest goes to the Python
-    readers, which name the first bad byte."""
-    if raw.isascii():
+def is_utf8(raw) -> bool:
+    """Whether ``raw`` (bytes or a map) is ASCII or UTF-8: what the compiled scans take (the rest goes to the
+    Python readers, which name the first bad byte)."""
+    import numpy as np
+
+    if raw.isascii() if isinstance(raw, bytes) else int(np.frombuffer(raw, np.uint8).max(initial=0)) < 0x80:
         return True
     try:
-        raw.decode("utf-8")
+        str(raw, "utf-8")
     except UnicodeDecodeError:
         return False
     return True
@@ -145,7 +147,7 @@ def _scan(scanner, raw: bytes, layout: _Layout):
         table = np.full(table_size, -1, np.int64)
         counts = np.zeros(4, np.int64)
         code = scanner.dumpscan(
-            ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), ctypes.c_int64(JSON_DEPTH_LIMIT),
+            address(raw), ctypes.c_int64(len(raw)), ctypes.c_int64(JSON_DEPTH_LIMIT),
             keys, key_lens, ctypes.c_int64(len(layout.keys)), ctypes.c_int64(args),
             fields, field_lens, ctypes.c_int64(len(layout.md5_fields)), ctypes.c_int64(layout.nstat),
             entries.ctypes.data_as(_INT64_P), ctypes.c_int64(entry_cap),

@@ -16,8 +16,8 @@ from itertools import repeat
 from pathlib import Path
 
 from ..errors import InputError
-from ..input_files import parse_json, read_bytes
-from ..native import library
+from ..input_files import parse_json
+from ..native import address, library, scanned_bytes
 from .formats import DumpFormats
 from .msprobe_join import Construct, entry_parents, join, scan_construct
 from .msprobe_lines import spans
@@ -120,13 +120,13 @@ def load_construct(path: Path):
     :func:`read_construct`'s dict (through ``json``, which gives the result or the one-line error)."""
     if not path.is_file():
         return {}
-    raw = read_bytes(path, what=CONSTRUCT)
+    raw = scanned_bytes("dumpscan", path, CONSTRUCT)
     pairs = scan_construct(raw) if is_utf8(raw) else None
     return Construct(raw, pairs) if pairs is not None else _construct_dict(raw, path)
 
 
 def _construct_dict(raw: bytes, path: Path) -> dict:
-    data = parse_json(raw, str(path), what=CONSTRUCT)
+    data = parse_json(bytes(raw), str(path), what=CONSTRUCT)          # json takes bytes, not a map
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping of names to parents", FIX)
     return data
@@ -144,14 +144,14 @@ def load_stacks(path: Path):
     if not path.is_file():
         return {}
     what = "msprobe stack.json"
-    raw = read_bytes(path, what=what)
+    raw = scanned_bytes("dumpscan", path, what)
     found = _scan(raw)
     if found is not None:
         members, names = found
         keys = _texts(raw, members[:, :2])
         if len(set(keys)) == len(keys):                        # json keeps a repeated id's last value, first place
             return Stacks(raw, keys, names)
-    data = parse_json(raw, str(path), what=what)
+    data = parse_json(bytes(raw), str(path), what=what)
     if not isinstance(data, dict):
         raise InputError(str(path), f"is {type(data).__name__}, expected a mapping", FIX)
     # {name: the first key naming it}: the items reversed, so that the first key is the one kept; a value of
@@ -167,6 +167,7 @@ def _texts(raw: bytes, found) -> list[str]:
     lines = spans(raw, found)
     if lines is not None:
         return lines
+    raw = bytes(raw)
     return texts(raw, found, raw.decode("ascii") if raw.isascii() else None)
 
 
@@ -187,7 +188,7 @@ def _scan(raw: bytes):
         members = np.empty((member_cap, 2), np.int64)
         names = np.empty((name_cap, 3), np.int64)
         counts = np.zeros(2, np.int64)
-        code = scanner.dumpside(ctypes.c_char_p(raw), ctypes.c_int64(len(raw)), members.ctypes.data_as(_INT64_P), ctypes.c_int64(member_cap),
+        code = scanner.dumpside(address(raw), ctypes.c_int64(len(raw)), members.ctypes.data_as(_INT64_P), ctypes.c_int64(member_cap),
                                 names.ctypes.data_as(_INT64_P), ctypes.c_int64(name_cap), counts.ctypes.data_as(_INT64_P))
         if code == FULL:
             grown = counts[0] >= member_cap, counts[1] >= name_cap

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json, read_bytes
+from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json
 from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
+from ..native import scanned_bytes
 from ..gc_pause import gc_paused
 from .msprobe_entries import _entry_info, _entry_infos
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
@@ -86,11 +87,12 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
-    raw = read_bytes(path, what=what)
+    raw = scanned_bytes("dumpscan", path, what)
     beside = Beside(path.parent, fmt, _entry_infos)
     found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
+    raw = bytes(raw)                                           # the Python reader and json take bytes
     if json_depth(raw) > JSON_DEPTH_LIMIT:
         parse_json(raw, str(path), what=what)                  # the shared nesting error
     text = decode_utf8(raw, str(path))

@@ -152,6 +152,7 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     import numpy as np
     import pandas as pd
 
+    from .layers import layer_numbers
     from .schema import COLUMNS
 
     size = len(columns["name"])
@@ -167,7 +168,7 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
     columns["module_path"] = module
     codes, paths = pd.factorize(module, use_na_sentinel=False)
-    layers = [fmt.layer(path) if path else None for path in paths.tolist()]
+    layers = layer_numbers(paths.tolist(), fmt)
     # the codes are already the distinct ids 0..k-1, each present: no second factorize of every row
     columns["layer"] = integers(codes, layers.__getitem__, (np.arange(len(layers)), codes))
     for text in ("logical_module", "md5", "stack_id", "name", "op"):

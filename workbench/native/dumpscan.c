@@ -200,4 +200,5 @@ int dumpscan(const unsigned char *text, int64_t size, int64_t depth_limit,
 #include "dumpside.h"
 #include "dumplines.h"
 #include "dumpstems.h"
+#include "dumplayers.h"
 #include "jsondepth.h"
