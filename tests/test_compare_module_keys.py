@@ -6,12 +6,13 @@ resolver's per-template memo resolves those paths as resolving each alone does."
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 from workbench.spec.loader import available_archs, load_arch
 from workbench.spec.model_params import ModelParams
-from workbench.spec.module_keys import literal_runs, match_keys, stand_in
+from workbench.spec.module_keys import keys_and_runs, literal_runs, match_keys, stand_in
 from workbench.spec.modules import _cached, _resolve, detect_module_format, module_fits, module_resolver, module_templates
 from workbench.spec.templates import skeleton_of
 
@@ -113,6 +114,8 @@ def test_keys_of_joined_paths_equal_path_by_path(literals):
         if trial % 3:
             paths = [p.replace("\n", "") for p in paths]
         assert match_keys(paths, literals) == _keys_one_by_one(paths, literals), paths
+        keys, runs = keys_and_runs(paths, literals)
+        assert keys == match_keys(paths, literals) and runs == [r for p in paths for r in re.findall("[0-9]+", p)]
 
 
 def test_module_paths_of_a_table_distinct_sorted_without_missing_or_empty():

@@ -15,27 +15,31 @@ from typing import Callable
 
 from .arch import ArchSpec
 from .model_params import ModelParams
-from .module_keys import _DIGITS, literal_runs, match_keys
+from .module_keys import _DIGITS, keys_and_runs, literal_runs
 from .modules import ANY_INDEX, ModuleRef, ModuleTemplate, _resolve, group_templates, plan_of
 from .templates import Template, skeleton_of
 
 
 def resolve_paths(paths: list[str], index: dict, formatter_of: Callable) -> list:
     """Each path's ModuleRef (or None): ``index`` is a format's templates by skeleton, ``formatter_of(module)`` the
-    resolver's :func:`formatter` of a template."""
-    literals = _literals(index)
-    keys = match_keys(paths, literals)
-    recipes: dict[str, tuple | None] = {}
-    findall = _DIGITS.findall
+    resolver's :func:`formatter` of a template. A path's digit runs are the next ones of all the paths' runs (its key
+    has as many): no search per path."""
+    keys, runs = keys_and_runs(paths, _literals(index))
+    recipes: dict[str, tuple] = {}
     out = []
-    for path, key in zip(paths, keys, strict=True):
-        recipe = recipes[key] if key in recipes else recipes.setdefault(key, _recipe(key, index, formatter_of))
+    at = 0                                  # where this path's runs start in runs
+    for key in keys:
+        recipe = recipes.get(key)
         if recipe is None:
+            recipe = recipes[key] = _recipe(key, index, formatter_of)
+        made, slots, one, count = recipe
+        if made is None:
             out.append(None)
-            continue
-        made, slots = recipe
-        runs = findall(path)
-        out.append(made({variable: int(runs[at]) for variable, at in slots}))
+        elif one is not None:               # one index (the layer): no loop per path
+            out.append(made({one[0]: int(runs[at + one[1]])}))
+        else:
+            out.append(made({variable: int(runs[at + place]) for variable, place in slots}))
+        at += count
     return out
 
 
@@ -50,15 +54,16 @@ def _literals(index: dict) -> frozenset[str]:
     return found[1]
 
 
-def _recipe(key: str, index: dict, formatter_of: Callable) -> tuple | None:
-    """(the formatter of the first template matching ``key``, (variable, its digit run's place in the path) per
-    variable)."""
+def _recipe(key: str, index: dict, formatter_of: Callable) -> tuple:
+    """(the formatter of the first template matching ``key`` or None, (variable, its digit run's place in the path)
+    per variable, that pair when it is the only one, the path's count of digit runs)."""
+    count = len(_DIGITS.findall(key))
     for module in index.get(skeleton_of(key), ()):
         found = module.template.regex.match(key)
         if found is not None:
-            return formatter_of(module), tuple((variable, _runs_before(key, found.start(variable)))
-                                 for variable in module.template.variables)
-    return None
+            slots = tuple((variable, _runs_before(key, found.start(variable))) for variable in module.template.variables)
+            return formatter_of(module), slots, slots[0] if len(slots) == 1 else None, count
+    return None, (), None, count
 
 
 def _runs_before(text: str, end: int) -> int:
