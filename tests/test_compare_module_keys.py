@@ -6,12 +6,13 @@ resolver's per-template memo resolves those paths as resolving each alone does."
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 from workbench.spec.loader import available_archs, load_arch
 from workbench.spec.model_params import ModelParams
-from workbench.spec.module_keys import literal_runs, match_keys, stand_in
+from workbench.spec.module_keys import keys_and_runs, literal_runs, match_keys, stand_in
 from workbench.spec.modules import _cached, _resolve, detect_module_format, module_fits, module_resolver, module_templates
 from workbench.spec.templates import skeleton_of
 
@@ -113,6 +114,8 @@ def test_keys_of_joined_paths_equal_path_by_path(literals):
         if trial % 3:
             paths = [p.replace("\n", "") for p in paths]
         assert match_keys(paths, literals) == _keys_one_by_one(paths, literals), paths
+        keys, runs = keys_and_runs(paths, literals)
+        assert keys == match_keys(paths, literals) and runs == [r for p in paths for r in re.findall("[0-9]+", p)]
 
 
 def test_module_paths_of_a_table_distinct_sorted_without_missing_or_empty():
@@ -123,3 +126,36 @@ def test_module_paths_of_a_table_distinct_sorted_without_missing_or_empty():
     table = pd.DataFrame({"module_path": pd.array(["b.1", None, "", "a", "b.1", "a.0"], dtype="string")})
     assert _module_paths(table) == ["a", "a.0", "b.1"]
     assert _module_paths(table.iloc[:0]) == []
+
+
+MANY_PARAMS = [None, ModelParams(num_layers=6, num_experts=4, first_dense_layers=1),
+               ModelParams(num_layers=8, num_experts=3, moe_layer_freq=2, mtp_layers=1)]
+
+
+@pytest.mark.parametrize("params", MANY_PARAMS)
+def test_resolving_many_paths_equals_resolving_each_alone(params):
+    """``resolve.many`` (a template per match key, each path's indices read from its digit runs; module_batch.py)
+    equals the plain per-path resolution on every format's paths: padded, literal-looking, huge and non-ASCII
+    indices, changed literals, repeats, a newline, and layers on both sides of the dense/MoE/MTP boundaries
+    (a layer set that ``params`` chooses is decided per path, not per key)."""
+    paths = _paths(11, 2500) + ["", "decoder.layers.3.mlp\ndecoder.layers.4.mlp", "decoder.layers.3.mlp"]
+    paths += [f"{prefix}.layers.{n}.{leaf}" for n in range(10) for prefix in ("decoder", "model")
+              for leaf in ("mlp", "mlp.experts", "mlp.router", "feed_forward", "mlp.linear_fc1")]
+    kinds = set()
+    for arch_name in available_archs():
+        arch = load_arch(arch_name)
+        for fmt in arch.formats:
+            index = _cached(arch, fmt)[2]
+            plain = [next((_resolve(arch, m, env, params) for m in index.get(skeleton_of(path), ())
+                           for env in (m.template.match(path),) if env is not None), None) for path in paths]
+            assert module_resolver(arch, fmt, params).many(paths) == plain, (arch_name, fmt)
+            kinds |= {ref.kind if ref is not None else None for ref in plain}
+    assert kinds >= {"same", "fused", "stacked", "group", "root", None}
+    assert module_resolver("llama", "megatron", params).many([]) == []
+
+
+def test_resolving_many_layers_reads_each_path_own_layer():
+    resolve = module_resolver("deepseek_v3", "megatron", ModelParams(num_layers=6, num_experts=4, first_dense_layers=1))
+    refs = resolve.many([f"decoder.layers.{n}.mlp" for n in (0, 1, 12, 3)] + ["decoder.layers.1.mlp.linear_fc1"])
+    assert [ref.logical for ref in refs[:3]] == [("layers.0.mlp",), ("layers.1.moe",), ("layers.12.mlp", "layers.12.moe")]
+    assert [ref.layer for ref in refs] == [0, 1, 12, 3, 1] and refs[4].kind == "fused"

@@ -146,3 +146,36 @@ def test_tolerances_are_validated_at_load(tmp_path, text, words):
         load_operators(path)
     assert "operators.yaml" in str(error.value) and words in str(error.value)
     assert load_operators().tolerances["bfloat16"] > load_operators().tolerances["float32"]
+
+
+def test_spec_resolvers_resolving_many_paths_match_as_one_path_at_a_time(tmp_path):
+    """match_dumps resolves a unit's distinct module paths at once where the resolver can (``resolve.many``); the
+    same resolver called one path at a time (a plain function), a mapped path and an unresolvable one included,
+    gives the same tables."""
+    import pandas as pd
+
+    from workbench.dumps.match import spec_resolver
+
+    def layer_rows(side, path_of, layers):
+        rows, order = [], 0
+        for n in layers:
+            for leaf in path_of(n):
+                for io in ("input", "output"):
+                    rows.append(_row(side, order, f"Module.{leaf}.Linear.forward.0.{io}.0", leaf, io, 0, "4",
+                                     [n, 1.0, 2.0, order]))
+                    order += 1
+        return as_table(rows)
+
+    a = layer_rows("A", lambda n: [f"decoder.layers.{n}.mlp.linear_fc2", f"decoder.layers.{n}.self_attention.linear_proj",
+                                   f"decoder.layers.{n}.odd"], [0, 1, 2, 11, 12])
+    b = layer_rows("B", lambda n: [f"model.layers.{n}.feed_forward.w2", f"model.layers.{n}.attention.wo"], [0, 1, 2, 12, 11])
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text("modules:\n  decoder.layers.1.mlp.linear_fc2: model.layers.2.feed_forward.w2\n")
+    resolve_a, resolve_b = spec_resolver("llama", "megatron"), spec_resolver("llama", "mindformers")
+    assert resolve_a.many and resolve_b.many
+    for mapped in (None, load_mapping(mapping)):
+        batch = match_dumps(a, b, resolve_a=resolve_a, resolve_b=resolve_b, mapping=mapped)
+        plain = match_dumps(a, b, resolve_a=lambda p: resolve_a(p), resolve_b=lambda p: resolve_b(p), mapping=mapped)
+        pd.testing.assert_frame_equal(batch.pairs, plain.pairs)
+        pd.testing.assert_frame_equal(batch.unmatched, plain.unmatched)
+        assert len(batch.pairs) >= 16 and batch.unmatched["reason"].str.contains("odd").any()

@@ -89,8 +89,8 @@ def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call
     taken_b = {id(c) for _, c in explicit}
     calls_a = [c for c in calls_a if id(c) not in taken_a]
     calls_b = [c for c in calls_b if id(c) not in taken_b]
-    key_a = _keyer(resolve_a, mapping.module_a)
-    key_b = _keyer(resolve_b, mapping.module_b)
+    key_a = _keyer(resolve_a, mapping.module_a, _module_paths(calls_a))
+    key_b = _keyer(resolve_b, mapping.module_b, _module_paths(calls_b))
     modules_a = [c for c in calls_a if c.is_module]
     modules_b = [c for c in calls_b if c.is_module]
     paired = _pair_modules(builder, modules_a, modules_b, key_a, key_b, ops)
@@ -113,21 +113,38 @@ def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call
         _align_ops(builder, features, group_a, group_b, ops)
 
 
-def _keyer(resolve: Resolver | None, override: Callable[[str], str | None]):
+def _keyer(resolve: Resolver | None, override: Callable[[str], str | None], paths: list[str]):
+    """path -> (logical key, layer, kind); ``paths`` (the unit's distinct module paths) are resolved at once when
+    the resolver resolves many (the spec's: a template per match key, not per path)."""
     cache: dict[str, tuple] = {}
+
+    def remember(path: str, mapped: str | None, ref) -> None:
+        if mapped is not None:
+            cache[path] = ((f"map:{mapped}",), None, "same")
+        elif ref is not None:
+            cache[path] = (tuple(ref.logical), ref.layer, ref.kind)
+        else:
+            cache[path] = ((f"path:{path}",), None, "same")
+
+    many = getattr(resolve, "many", None)
+    if many is not None:
+        mapped = [override(path) for path in paths]
+        unmapped = [path for path, found in zip(paths, mapped, strict=True) if found is None]
+        refs = dict(zip(unmapped, many(unmapped), strict=True))
+        for path, found in zip(paths, mapped, strict=True):
+            remember(path, found, refs.get(path))
 
     def key(path: str) -> tuple:
         if path not in cache:
             mapped = override(path)
-            ref = None if mapped is not None or resolve is None else resolve(path)
-            if mapped is not None:
-                cache[path] = ((f"map:{mapped}",), None, "same")
-            elif ref is not None:
-                cache[path] = (tuple(ref.logical), ref.layer, ref.kind)
-            else:
-                cache[path] = ((f"path:{path}",), None, "same")
+            remember(path, mapped, None if mapped is not None or resolve is None else resolve(path))
         return cache[path]
     return key
+
+
+def _module_paths(calls: list[Call]) -> list[str]:
+    """The calls' distinct module paths but the empty one (no module), in order of first call."""
+    return [path for path in dict.fromkeys(map(attrgetter("module_path"), calls)) if path]
 
 
 def _pair_modules(builder: PairBuilder, modules_a, modules_b, key_a, key_b, ops) -> dict:

@@ -35,15 +35,22 @@ def match_keys(paths: list[str], literals: frozenset[str]) -> list[str]:
     """Each path's key: its index runs that no template spells replaced by one stand-in index. The paths are
     joined a line each and split at their digit runs once, and each distinct run is decided once (not a Python
     call per run of every path); paths holding a newline are substituted one by one."""
+    return keys_and_runs(paths, literals)[0]
+
+
+def keys_and_runs(paths: list[str], literals: frozenset[str]) -> tuple[list[str], list[str]]:
+    """:func:`match_keys` and every digit run of the paths, in order (a path's key has as many runs as the path:
+    its runs are the next that many)."""
     index = stand_in(literals)
     joined = "\n".join(paths)
     if not paths or joined.count("\n") != len(paths) - 1:
-        return [_DIGITS_RUN.sub(lambda found: _kept(found.group(), literals, index), path) for path in paths]
+        return ([_DIGITS_RUN.sub(lambda found: _kept(found.group(), literals, index), path) for path in paths],
+                [run for path in paths for run in _DIGITS.findall(path)])
     pieces = _DIGITS_RUN.split(joined)                  # text, run, text, run, ..., text
     runs = pieces[1::2]
     decided = {run: _kept(run, literals, index) for run in set(runs)}
     pieces[1::2] = map(decided.__getitem__, runs)
-    return "".join(pieces).split("\n")
+    return "".join(pieces).split("\n"), runs
 
 
 def _kept(run: str, literals: frozenset[str], index: str) -> str:

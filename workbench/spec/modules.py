@@ -155,11 +155,7 @@ def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params
              memo: dict | None = None) -> ModuleRef:
     """``memo`` (one resolver's, for one arch and params): what depends on the template alone, kept per template
     (a dump's paths are thousands of layers of a few dozen templates): :func:`_plan`."""
-    memo = {} if memo is None else memo
-    plan = memo.get(id(module))
-    if plan is None or plan[0] is not module:
-        plan = memo[id(module)] = _plan(arch, module, params)
-    _, layer_of, stacked, leaf_texts, groups_at = plan
+    _, layer_of, stacked, leaf_texts, groups_at = plan_of(arch, module, params, {} if memo is None else memo)
     layer = layer_of(env)
     if module.leaf:
         names = list(dict.fromkeys(name for text, index, count in leaf_texts for name in (
@@ -174,6 +170,14 @@ def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params
     if not groups:
         return ModuleRef((), layer, "root")
     return ModuleRef(tuple(text.format_map(env) for text in groups), layer, "group")
+
+
+def plan_of(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None, memo: dict) -> tuple:
+    """The template's :func:`_plan`, kept in ``memo``."""
+    plan = memo.get(id(module))
+    if plan is None or plan[0] is not module:
+        plan = memo[id(module)] = _plan(arch, module, params)
+    return plan
 
 
 def _plan(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None) -> tuple:
@@ -196,7 +200,8 @@ def _plan(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None) ->
 
 def module_resolver(arch: ArchSpec | str, fmt: str,
                     params: ModelParams | None = None) -> Callable[[str], ModuleRef | None]:
-    """A function: module path of ``fmt`` -> its :class:`ModuleRef`, None when no template matches."""
+    """A function: module path of ``fmt`` -> its :class:`ModuleRef`, None when no template matches; its ``many``
+    attribute: a list of paths -> their refs, in order (:mod:`.module_batch`)."""
     if isinstance(arch, str):
         from .loader import load_arch
         arch = load_arch(arch)
@@ -208,9 +213,12 @@ def module_resolver(arch: ArchSpec | str, fmt: str,
         for module in index.get(skeleton_of(path), ()):
             env = module.template.match(path)
             if env is not None:
-                return _resolve(arch, module, env, params, memo)
+                return formatter(arch, module, params, memo)(env)
         return None
 
+    from .module_batch import formatter, resolve_paths
+
+    resolve.many = lambda paths: resolve_paths(paths, index, lambda module: formatter(arch, module, params, memo))
     return resolve
 
 
