@@ -23,14 +23,20 @@ def test_missing_folder_loop_and_broken_link_are_named(tmp_path):
         assert words in str(caught.value) and str(path) in str(caught.value)
 
 
-def test_fifo_is_read_once_but_refused_where_a_regular_file_is_needed(tmp_path):
+def _pipe_writing(tmp_path, text: str):
+    """A FIFO under ``tmp_path`` and the pid of a forked process that writes ``text`` into it once (reap it)."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the writer side of the pipe
         with open(fifo, "w") as handle:
-            handle.write("a: 1\n")
+            handle.write(text)
         os._exit(0)
+    return fifo, pid
+
+
+def test_fifo_is_read_once_but_refused_where_a_regular_file_is_needed(tmp_path):
+    fifo, pid = _pipe_writing(tmp_path, "a: 1\n")
     assert read_text(fifo) == "a: 1\n"
     os.waitpid(pid, 0)
     with pytest.raises(InputError, match="pipe"):
@@ -69,13 +75,7 @@ def test_mapped_bytes_are_read_bytes_and_its_errors(tmp_path):
 
 
 def test_mapped_bytes_of_a_pipe_are_read_once(tmp_path):
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the writer side of the pipe
-        with open(fifo, "w") as handle:
-            handle.write("a: 1\n")
-        os._exit(0)
+    fifo, pid = _pipe_writing(tmp_path, "a: 1\n")
     assert mapped_bytes(fifo) == b"a: 1\n"
     os.waitpid(pid, 0)
 
