@@ -74,8 +74,11 @@ def series(column: tuple, order, index):
     """``pd.Series([values[i] for i in order])``: typed columns as their arrays, the rest by the list's inference."""
     import pandas as pd
 
+    from .match_gather import Gather
 
     values, kind = column
+    if isinstance(values, Gather):
+        return pd.Series(values.at(order), index=index)
     if kind == PLAIN:
         return pd.Series(values[order], index=index)
     if kind == TEXT:

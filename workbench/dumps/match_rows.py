@@ -6,6 +6,7 @@ from .match_calls import STATS, Call, Rows, known
 from .match_combine import combined_side
 from .match_pairs import PendingPairs
 from .match_unmatched import Unmatched
+from .match_gather import Layout, constant, gathered, plain_part, resolved, source, typed_part
 from .match_columns import TEXT, joined, listed, listed_values, object_array, reordered, series, sort_order, taken
 from .rows import repeated
 
@@ -129,13 +130,40 @@ class PairBuilder:
         order = np.argsort(sequence, kind="stable") if fused else None
         fused_columns = self._fused_columns() if fused else {}
 
+        layout = Layout([len(index_a), len(fused)], order) if fused else Layout([len(index_a)])
+
         def column(name: str) -> tuple:
-            values = self._plain_column(name, index_a, index_b, calls)
+            plain = self._plain_part(name, index_a, index_b, calls)
             if order is None:
-                return values
-            return reordered(joined([values, listed(fused_columns.pop(name))]), order)
+                return gathered([plain], layout) or self._plain_column(name, index_a, index_b, calls)
+            fused_column = listed(fused_columns.pop(name))
+            found = gathered([plain, typed_part(fused_column)], layout)
+            if found is not None:
+                return found
+            values = (resolved(gathered([plain], Layout([len(index_a)]))) if plain is not None
+                      else self._plain_column(name, index_a, index_b, calls))
+            return reordered(joined([values, fused_column]), order)
 
         return _frame(PAIR_COLUMNS, len(sequence), column, ("step", "rank", "order"))
+
+    def _plain_part(self, name: str, index_a, index_b, calls):
+        """One PAIR_COLUMNS column of the one-to-one pairs as a part of a :class:`.match_gather.Gather` (read from
+        the tables' and the calls' own arrays), or None where :meth:`_plain_column` must make it."""
+        if name in ("rank", "step", "order", "pass", "io", "slot"):
+            typed = source(self.rows_a, name)
+            return None if typed is None else plain_part(typed, index_a)
+        if name in ("level", "logical_module", "call_a", "call_b"):
+            values = self._call_field({"call_a": 0, "call_b": 1, "level": 2, "logical_module": 3}[name])
+            return (values, None, calls), TEXT, values.dtype                  # stems and labels are str
+        if name == "relation":
+            return constant("same", len(calls))
+        if name == "layer":
+            return typed_part(listed(self._plain_layers(index_a, calls)))
+        rows, positions = (self.rows_a, index_a) if name.startswith("a_") else (self.rows_b, index_b)
+        if name[2:] not in rows.columns:
+            return constant(None, len(calls))
+        typed = source(rows, name[2:])
+        return None if typed is None else plain_part(typed, positions)
 
     def _plain_column(self, name: str, index_a, index_b, calls) -> tuple:
         """One PAIR_COLUMNS column of the one-to-one pairs, as :meth:`_pair` makes it, from whole columns
@@ -179,21 +207,46 @@ class PairBuilder:
             self.match_pending()
         found = {side: self._unmatched.found(side) for side in ("A", "B")}     # (positions, reasons) in order
 
+        layout = Layout([len(positions) for positions, _ in found.values()])
+
         def column(name: str) -> tuple:
-            parts: list = []
-            for side, (positions, reasons) in found.items():
-                rows = self.rows(side)
-                if name == "side":
-                    parts.append((repeated(side, len(positions)), TEXT))
-                elif name == "reason":
-                    parts.append((reasons, TEXT))
-                else:
-                    parts.append(taken(rows, name, positions) if name in rows.columns
-                                 else ([None] * len(positions), TEXT))
-            return joined(parts)
+            return self._unmatched_gathered(name, found, layout) or self._unmatched_joined(name, found)
 
         return _frame(UNMATCHED_COLUMNS, sum(len(positions) for positions, _ in found.values()), column,
                       ("side", "step", "rank", "order"))
+
+    def _unmatched_gathered(self, name: str, found: dict, layout: Layout):
+        """An UNMATCHED_COLUMNS column as a :class:`.match_gather.Gather` of both sides' own arrays, or None."""
+        import numpy as np
+
+        parts = []
+        for side, (positions, reasons) in found.items():
+            if name == "side":
+                parts.append(constant(side, len(positions)))
+            elif name == "reason":
+                parts.append(((reasons, None, np.arange(len(reasons))), TEXT, reasons.dtype))
+            elif name not in self.rows(side).columns:
+                parts.append(constant(None, len(positions)))
+            else:
+                typed = source(self.rows(side), name)
+                if typed is None:
+                    return None
+                parts.append(plain_part(typed, positions))
+        return gathered(parts, layout)
+
+    def _unmatched_joined(self, name: str, found: dict) -> tuple:
+        """An UNMATCHED_COLUMNS column taken side by side and joined (any column types)."""
+        parts: list = []
+        for side, (positions, reasons) in found.items():
+            rows = self.rows(side)
+            if name == "side":
+                parts.append((repeated(side, len(positions)), TEXT))
+            elif name == "reason":
+                parts.append((reasons, TEXT))
+            else:
+                parts.append(taken(rows, name, positions) if name in rows.columns
+                             else ([None] * len(positions), TEXT))
+        return joined(parts)
 
 
 def _layer(given, own):
@@ -210,7 +263,7 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
 
     if not size:
         return pd.DataFrame([], columns=list(names)).sort_values(list(keys), kind="stable").reset_index(drop=True)
-    found = {key: column(key) for key in keys}
+    found = {key: resolved(column(key)) for key in keys}
     order = sort_order([found[key] for key in keys])
     if order is None:
         order = pd.DataFrame({key: pd.Series(listed_values(found[key][0])) for key in keys}).sort_values(
