@@ -268,10 +268,9 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     if order is None:
         order = pd.DataFrame({key: pd.Series(listed_values(found[key][0])) for key in keys}).sort_values(
             list(keys), kind="stable").index.to_numpy()
-    frame = pd.DataFrame(index=pd.RangeIndex(size))
-    for name in names:
-        frame[name] = series(found.pop(name) if name in found else column(name), order, frame.index)
-    return frame
+    index = pd.RangeIndex(size)
+    made = {name: series(found.pop(name) if name in found else column(name), order, index) for name in names}
+    return pd.DataFrame(made, index=index, copy=False)     # each column fresh: not copied again as setitem did
 
 
 def _row(columns: dict, at: int) -> dict:
