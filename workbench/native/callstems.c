@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "spancodes.h"
+
 const char *workbench_source_hash(void) { return WORKBENCH_SOURCE_HASH; }
 
 enum { REFUSED = -1 };
@@ -66,10 +68,11 @@ static int ascii(const char *text, int64_t size) {          /* eight bytes at a 
     return (seen & 0x8080808080808080ull) == 0;
 }
 
-static uint64_t hash(const char *p, int64_t length) {        /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < length; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h;
+struct call_key { const char *text, *line; const int64_t *start, *stem; int64_t length; };
+
+static int same_stem(const void *context, int64_t other) {          /* spancodes.h's `same`: the same bytes */
+    const struct call_key *key = context;
+    return key->stem[other] == key->length && memcmp(key->text + key->start[other], key->line, (size_t)key->length) == 0;
 }
 
 int64_t callstems_codes(const char *text, int64_t size, int64_t lines, int64_t *start, int64_t *stem, int64_t *code,
@@ -92,22 +95,9 @@ int64_t callstems_codes(const char *text, int64_t size, int64_t lines, int64_t *
             line = stop + 1;
             continue;
         }
-        uint64_t slot = hash(line, length) & (uint64_t)(slots - 1);
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) {                                             /* a stem not seen before */
-                table[slot] = row + 1;
-                first[distinct] = row;
-                code[row] = distinct++;
-                break;
-            }
-            int64_t other = held - 1;
-            if (stem[other] == length && memcmp(text + start[other], line, (size_t)length) == 0) {
-                code[row] = code[other];
-                break;
-            }
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        struct call_key key = {text, line, start, stem, length};
+        code[row] = span_code(table, slots, fnv1a((const unsigned char *)line, length), row, code, first, &distinct,
+                              same_stem, &key);
         line = stop + 1;
     }
     return distinct;

@@ -186,8 +186,7 @@ static void skip(Scan *s, int64_t depth) {
 }
 
 static int64_t intern(Scan *s, int64_t off, int64_t len) {
-    uint64_t hash = 1469598103934665603ULL;
-    for (int64_t k = 0; k < len; k++) { hash ^= s->p[off + k]; hash *= 1099511628211ULL; }
+    uint64_t hash = fnv1a((const unsigned char *)s->p + off, len);
     int64_t slot = (int64_t)(hash & (uint64_t)s->table_mask);
     while (s->table[slot] >= 0) {
         int64_t id = s->table[slot];

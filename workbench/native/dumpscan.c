@@ -47,6 +47,7 @@ typedef struct {
 } Scan;
 
 #include "decimal.h"
+#include "spancodes.h"
 #include "dumpjson.h"
 
 #include "dumprecord.h"

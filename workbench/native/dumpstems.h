@@ -31,9 +31,17 @@ static int64_t stem_head(const unsigned char *name, const unsigned char *end, in
 }
 
 static uint64_t stem_hash(const unsigned char *p, int64_t length, int pass) {      /* FNV-1a, then the pass */
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < length; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return (h ^ (uint64_t)(pass + 1)) * 1099511628211ull;
+    return (fnv1a(p, length) ^ (uint64_t)(pass + 1)) * 1099511628211ull;
+}
+
+struct stem_key { const unsigned char *text, *name; const int64_t *spans; int64_t head; int pass; };
+
+static int same_stem(const void *context, int64_t other_row) {      /* spancodes.h's `same`: head and pass equal */
+    const struct stem_key *key = context;
+    const unsigned char *other = key->text + key->spans[2 * other_row];
+    int other_pass = -1;
+    int64_t other_head = stem_head(other, other + key->spans[2 * other_row + 1], &other_pass);
+    return other_head == key->head && other_pass == key->pass && memcmp(other, key->name, (size_t)key->head) == 0;
 }
 
 int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
@@ -55,24 +63,8 @@ int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64
             previous = row;
             continue;
         }
-        uint64_t slot = stem_hash(name, head, pass) & (uint64_t)(slots - 1);
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) {                                             /* a stem not seen before */
-                table[slot] = row + 1;
-                first[distinct] = row;
-                code[row] = distinct++;
-                break;
-            }
-            const unsigned char *other = text + spans[2 * (held - 1)];
-            int other_pass = -1;
-            int64_t other_head = stem_head(other, other + spans[2 * (held - 1) + 1], &other_pass);
-            if (other_head == head && other_pass == pass && memcmp(other, name, (size_t)head) == 0) {
-                code[row] = code[held - 1];
-                break;
-            }
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        struct stem_key key = {text, name, spans, head, pass};
+        code[row] = span_code(table, slots, stem_hash(name, head, pass), row, code, first, &distinct, same_stem, &key);
         previous = row;
         previous_head = head;
         previous_pass = pass;
