@@ -76,6 +76,21 @@ def test_save_root_tracker_and_weights_diff_refuse_the_same_payload(tmp_path, ca
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("build", [stack_global_call, global_call], ids=["protocol4-STACK_GLOBAL", "GLOBAL"])
+@pytest.mark.parametrize("module, name", [("os", "system"), ("posix", "system"), ("builtins", "eval"),
+                                          ("__builtin__", "exec"), ("os", "path.join")])
+def test_a_crafted_os_system_payload_runs_nothing_without_torch(tmp_path, build, module, name):
+    """The base unpickler itself, with an allow-list that names other pairs: ``os.system`` (and its siblings) is
+    refused by name, in both opcode forms, and the command it carries never runs."""
+    marker = tmp_path / "MARKER"
+    payload = build(module, name, f"touch {marker}")
+    with pytest.raises(InputError, match="refusing to unpickle global") as caught:
+        unpickle_allowed(payload, SafeUnpickler, "crafted.pkl", "fix", classes={("collections", "OrderedDict")},
+                         callables={("os.path", "join")})
+    assert "crafted.pkl" in str(caught.value)
+    assert not marker.exists()
+
+
 def test_a_module_off_the_list_is_refused_by_name(tmp_path, capsys):
     pytest.importorskip("torch")
     folder = torch_dist_folder(tmp_path, global_call("subprocess", "getoutput", "true"))
