@@ -98,7 +98,7 @@ def _scan_beside(scanner, raw: bytes, layout: _Layout, beside):
     """:func:`_scan` in a thread (``ctypes`` lets go of the GIL for the C call) while ``beside()`` runs here."""
     import threading
 
-    from .rows import one_heap_for_threads
+    from ..libc import one_heap_for_threads
 
     one_heap_for_threads()
     result: list = []

@@ -20,11 +20,11 @@ from .msprobe_entries import _entry_info, _entry_infos
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
+from ..libc import release_free_memory
 from .rows import (
     check_same_ranks,
     concat_columns,
     folder_number,
-    release_free_memory,
     subfolders,
     table_from_columns,
 )
