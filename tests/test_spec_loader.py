@@ -166,3 +166,29 @@ def test_dense_and_moe_layers_need_first_dense_layers(folder):
         text = text.replace(f"  {fmt}:\n", f"  {fmt}:\n    layers.{{i}}.moe.router: {fmt}.{{i}}.router.weight\n")
     message = refused(folder, text)
     assert "need parameter(s) first_dense_layers" in message and f"tiny.yaml:{line_of(text, 'params:')}" in message
+
+
+def test_the_spec_package_imports_each_public_name_from_its_module_on_first_use():
+    """`workbench compare` imports the module views only: the planner, detection and inference stay unimported
+    (they cost ~20 ms of its serial part), and every public name still resolves, to the object its module holds."""
+    import importlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = ("import sys, workbench.spec.modules; "
+             "print(sorted(m for m in ('workbench.spec.plan', 'workbench.spec.detect', 'workbench.spec.infer', "
+             "'workbench.spec.config_params', 'workbench.spec.resolve') if m in sys.modules))")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", probe], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+
+    import workbench.spec as spec
+    for name in spec.__all__:
+        home = importlib.import_module(f"workbench.spec.{spec._HOME[name]}")
+        assert getattr(spec, name) is getattr(home, name), name
+    assert set(spec.__all__) == set(spec._HOME) and set(spec.__all__) <= set(dir(spec))
+    with pytest.raises(AttributeError, match="no attribute 'build_plans'"):
+        getattr(spec, "build_plans")  # noqa: B009  (the attribute access is what is tested)
