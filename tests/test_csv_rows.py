@@ -108,7 +108,7 @@ def test_empty_and_odd_tables_keep_their_paths():
 def _call(kinds, arrays, rows, cap, sizes=None):
     """csvrows_write on raw arrays: (bytes written or -1, the output)."""
     function = _function()
-    inverse, powers = float_repr._tables()
+    inverse, powers = float_repr.power_tables()
     kinds = np.asarray(kinds, dtype=np.int32)
     pointers = np.asarray([csv_rows._address(a) for a in arrays], dtype=np.uintp)
     sizes = np.asarray(sizes if sizes is not None else [len(a) for a in arrays], dtype=np.int64)

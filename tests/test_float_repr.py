@@ -74,7 +74,7 @@ def test_without_the_library_the_text_is_repr(monkeypatch):
 
 def test_a_buffer_or_table_too_small_is_refused_not_overrun():
     function = _function()
-    inverse, powers = float_repr._tables()
+    inverse, powers = float_repr.power_tables()
     values = np.full(4, -2.2250738585072014e-308)
     out = bytearray(float_repr.LINE * 4 + 8)
     u64 = ctypes.POINTER(ctypes.c_uint64)

@@ -15,7 +15,7 @@ import ctypes
 from typing import TYPE_CHECKING
 
 from .. import native
-from .float_repr import LINE, _tables
+from .float_repr import LINE, power_tables
 
 FLOAT64, INT64, BOOL8, TEXT = 0, 1, 2, 3          # csvrows.c's column kinds
 INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
@@ -105,7 +105,7 @@ def _written(function, columns: list, rows: int, header: bytes) -> np.ndarray | 
     capacity = sum(bound for _, _, bound in columns)
     out = np.empty(len(header) + capacity, dtype=np.uint8)    # not zeroed: only the pages written are touched
     out[:len(header)] = np.frombuffer(header, dtype=np.uint8)
-    inverse, powers = _tables()
+    inverse, powers = power_tables()
     u64 = ctypes.POINTER(ctypes.c_uint64)
     written = function(rows, count, kinds.ctypes.data, pointers.ctypes.data, sizes.ctypes.data, scratch.ctypes.data,
                        inverse.ctypes.data_as(u64), len(inverse) // 2, powers.ctypes.data_as(u64), len(powers) // 2,

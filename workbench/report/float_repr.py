@@ -21,9 +21,10 @@ LINE = 25                       # bytes a value's text and its newline can take:
 
 
 @functools.lru_cache(maxsize=1)
-def _tables():
-    """(inverse powers, powers): 2^(bits(5^q) - 1 + 125) / 5^q rounded up, and 5^i scaled to 125 bits, each
-    as two uint64 words (low, high)."""
+def power_tables():
+    """The tables of powers both compiled formatters read (floatrepr.c here, csvrows.c for the CSV's rows):
+    (inverse powers, powers): 2^(bits(5^q) - 1 + 125) / 5^q rounded up, and 5^i scaled to 125 bits, each as two
+    uint64 words (low, high)."""
     import numpy as np
 
     def words(values):
@@ -55,7 +56,7 @@ def preload() -> None:
     """The library and its tables loaded now: before ``compare --workers`` forks, so that no worker computes them
     again (~10-15 ms each)."""
     if _function() is not None:
-        _tables()
+        power_tables()
 
 
 def _function():
@@ -69,7 +70,7 @@ def _compiled(function, values, count: int) -> list[str] | None:
     import numpy as np
 
     values = np.ascontiguousarray(values, dtype=np.float64)
-    inverse, powers = _tables()
+    inverse, powers = power_tables()
     out = bytearray(LINE * count)
     u64 = ctypes.POINTER(ctypes.c_uint64)
     written = function(values.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), count,
