@@ -86,3 +86,37 @@ def test_what_is_not_a_whole_number_token_is_refused():
     read = _reader()
     assert read("1.5x")[0] == -1 and read("1.")[0] == -1 and read("")[0] == -1 and read("-")[0] == -1
     assert read("1" * 70 + ".5")[0] == -1                                  # longer than the scanner reads
+
+
+def _block_tokens() -> list[str]:
+    """Tokens whose significant digits fall on each side of decimal.h's 8-digit blocks: leading zeros before or
+    after the point (not significant), 1 to 21 significant digits split anywhere between the integer part and the
+    fraction, zeros inside and at the end, and a non-digit right after a block."""
+    rng = random.Random(23)
+    tokens = []
+    for count in range(1, 22):
+        for _ in range(40):
+            digits = str(rng.randint(1, 9)) + "".join(rng.choice("0123456789" if rng.random() < 0.8 else "0")
+                                                      for _ in range(count - 1))
+            split = rng.randint(0, count)
+            whole, part = digits[:split] or "0", "0" * rng.choice([0, 0, 1, 7, 8, 9]) + digits[split:]
+            if whole == "0" and split:
+                whole = digits[:split]
+            token = rng.choice(["", "-"]) + whole + ("." + part if part else "")
+            if "." not in token:
+                token += ".0"
+            if rng.random() < 0.3:
+                token += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randint(0, 30))
+            tokens.append(token)
+    return tokens + ["0.12345678", "12345678.0", "1234567812345678.0", "0.1234567812345678", "0.00000000123456781",
+                     "1234567890123456789.0", "123456789012345678.9", "0.12345678901234567891", "0.000000001"]
+
+
+def test_digits_read_eight_at_a_time_equal_float():
+    read = _reader()
+    tokens = _block_tokens()
+    results = [read(t) for t in tokens]
+    wrong = [(t, v) for t, (code, v, _) in zip(tokens, results, strict=True) if code != 0 or _bits(v) != _bits(float(t))]
+    assert not wrong, wrong[:5]
+    if sum(f for *_, f in results):          # the x87 path runs here: it decides all but the longest and the far
+        assert sum(f for *_, f in results) > 0.6 * len(tokens)                    # exponents (and rare midpoints)
