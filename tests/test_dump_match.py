@@ -59,6 +59,49 @@ def test_fused_qkv_compared_on_combined_statistics_exactly():
     assert matching.unmatched.empty
 
 
+def test_fused_module_on_either_side_pairs_alike_and_leftovers_stay_unmatched():
+    """The fused module pairs with its parts whichever side holds it (the B side's fused calls: the second
+    direction), a fused call whose parts are not all there and a module without counterpart are unmatched with
+    their reasons, once each."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    q, k, v, x = rng.normal(size=4), rng.normal(size=2), rng.normal(size=2), rng.normal(size=3)
+    qkv = "decoder.layers.{}.self_attention.linear_qkv"
+    a = as_table([_row("A", 2 * layer + j, f"Module.{qkv.format(layer)}.Linear.forward.0.{io}.0", qkv.format(layer),
+                       io, 0, "8", np.concatenate([q, k, v]) if io == "output" else x)
+                  for layer in (0, 1) for j, io in enumerate(("input", "output"))]
+                 + [_row("A", 9, "Module.extra.Linear.forward.0.output.0", "extra", "output", 0, "3", x)])
+    b = as_table([_row("B", 2 * i + j, f"Cell.model.layers.0.attention.{n}.Linear.forward.0.{io}.0",
+                       f"model.layers.0.attention.{n}", io, 0, "4", t if io == "output" else x)
+                  for i, (n, t) in enumerate((("wq", q), ("wk", k), ("wv", v))) for j, io in enumerate(("input", "output"))]
+                 + [_row("B", 7, "Cell.model.layers.1.attention.wq.Linear.forward.0.output.0",
+                         "model.layers.1.attention.wq", "output", 0, "4", q)])
+    resolve_a = {qkv.format(n): ModuleRef(tuple(f"layers.{n}.attn.{p}" for p in "qkv"), n, "fused") for n in (0, 1)}
+    resolve_a["extra"] = ModuleRef(("extra",), None, "same")
+    resolve_b = {f"model.layers.{n}.attention.w{p}": ModuleRef((f"layers.{n}.attn.{p}",), n, "same")
+                 for n in (0, 1) for p in "qkv"}
+    forward = match_dumps(a, b, resolve_a=resolve_a.get, resolve_b=resolve_b.get)
+    backward = match_dumps(b, a, resolve_a=resolve_b.get, resolve_b=resolve_a.get)
+    for matching, fused_side in ((forward, "a"), (backward, "b")):
+        pairs = matching.pairs
+        assert (pairs["relation"] == "fused").all() and len(pairs) == 4        # the output and three inputs
+        out = pairs[pairs["io"] == "output"].iloc[0]
+        parts = "b" if fused_side == "a" else "a"
+        assert out[f"{parts}_numel"] == 8 and out[f"{parts}_max"] == max(q.max(), k.max(), v.max())
+        assert out[f"{parts}_name"].count("+") == 2 and out[f"{fused_side}_numel"] == 8
+        reasons = sorted(matching.unmatched["reason"])
+        assert reasons == ["module 'decoder.layers.1.self_attention.linear_qkv' has no counterpart in "
+                           + ("B" if fused_side == "a" else "A")] * 2 + [
+            "module 'extra' has no counterpart in " + ("B" if fused_side == "a" else "A"),
+            "module 'model.layers.1.attention.wq' has no counterpart in " + ("A" if fused_side == "a" else "B")]
+    columns = [c for c in forward.pairs.columns if c[:2] in ("a_", "b_")]
+    swapped = backward.pairs.rename(columns={c: ("b_" if c[0] == "a" else "a_") + c[2:] for c in columns})
+    keys = ["io", "b_name"]                          # the rows' order follows each run's own orders
+    assert (forward.pairs.sort_values(keys)[columns].reset_index(drop=True)
+            .equals(swapped.sort_values(keys)[columns].reset_index(drop=True)))
+
+
 def test_combine_of_parts_equals_statistics_of_concatenation():
     import numpy as np
 

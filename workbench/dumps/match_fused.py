@@ -22,29 +22,36 @@ GRAD_SUM_REASON = ("gradient of a fused module's input is the sum of its parts' 
 
 def pair_fused(builder, leftovers_a: list[Call], leftovers_b: list[Call], key_a, key_b, paired: dict, ops) -> None:
     """Pair fused module calls left over by exact matching with their parts; the rest is unmatched."""
+    keyed_a = [(call, key_a(call.module_path)) for call in leftovers_a]      # each call keyed once, for both ways
+    keyed_b = [(call, key_b(call.module_path)) for call in leftovers_b]
     used: set = set()
-    _pair_side(builder, leftovers_a, leftovers_b, key_a, key_b, paired, ops, False, used)
-    _pair_side(builder, [c for c in leftovers_b if id(c) not in used], [c for c in leftovers_a if id(c) not in used],
-               key_b, key_a, paired, ops, True, used)
+    _pair_side(builder, keyed_a, keyed_b, paired, ops, False, used)
+    _pair_side(builder, keyed_b, keyed_a, paired, ops, True, used)
     for side, calls in (("A", leftovers_a), ("B", leftovers_b)):
         other = "B" if side == "A" else "A"
-        for call in calls:
-            if id(call) not in used:
-                builder.unmatched_call(side, call, f"module {call.module_path!r} has no counterpart in {other}")
+        left = [call for call in calls if id(call) not in used]
+        builder.unmatched_calls(side, left, [f"module {call.module_path!r} has no counterpart in {other}"
+                                             for call in left])
 
 
-def _pair_side(builder, fused_side: list[Call], parts_side: list[Call], key_f, key_p, paired: dict, ops,
-               swap: bool, used: set) -> None:
+def _pair_side(builder, fused_side: list[tuple], parts_side: list[tuple], paired: dict, ops, swap: bool,
+               used: set) -> None:
+    """Pair each fused call of ``fused_side`` with the first calls of its parts in ``parts_side`` (both lists of
+    (call, its key); calls in ``used`` are skipped). Only the parts some fused call names are collected: most
+    leftover calls are neither."""
+    fused = [(call, logical, layer) for call, (logical, layer, _) in fused_side
+             if len(logical) > 1 and id(call) not in used]
+    if not fused:
+        return
+    names = {name for _, logical, _ in fused for name in logical}
     slots = defaultdict(list)
-    for call in parts_side:
-        logical = key_p(call.module_path)[0]
-        if len(logical) == 1:
+    for call, (logical, _, _) in parts_side:
+        if len(logical) == 1 and logical[0] in names and id(call) not in used:
             slots[(logical[0], call.pass_)].append(call)
     taken: dict[tuple, int] = defaultdict(int)
-    for call in fused_side:
-        logical, layer, _ = key_f(call.module_path)
+    for call, logical, layer in fused:
         wanted = [(name, call.pass_) for name in logical]
-        if len(logical) < 2 or not all(taken[w] < len(slots[w]) for w in wanted):
+        if not all(taken[w] < len(slots[w]) for w in wanted):
             continue
         parts = [slots[w][taken[w]] for w in wanted]
         for w in wanted:
@@ -59,12 +66,15 @@ def _pair_side(builder, fused_side: list[Call], parts_side: list[Call], key_f, k
 def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swap: bool) -> None:
     side_f, side_p = ("B", "A") if swap else ("A", "B")
     rows_f, rows_p = builder.rows(side_f), builder.rows(side_p)
+    stems = "+".join(p.stem for p in parts)
     for io in ("input", "output", "parameter"):
         found_f = _io_rows(rows_f, fused, io, ops)
+        if not found_f:
+            continue
         found_p = [_io_rows(rows_p, part, io, ops) for part in parts]
         for key, index in found_f.items():
             found = [part.get(key) for part in found_p]
-            if any(i is None for i in found):
+            if None in found:
                 builder.unmatched_row(side_f, index, f"{io} {key} missing in a part of the fused module")
                 continue
             if io == "output" and fused.pass_ == "backward":
@@ -72,7 +82,6 @@ def _pair_rows(builder, fused: Call, parts: list[Call], logical, layer, ops, swa
                 for i in found:
                     builder.unmatched_row(side_p, i, GRAD_SUM_REASON)
                 continue
-            stems = "+".join(p.stem for p in parts)
             if io == "input" and fused.pass_ == "forward":
                 for i in found:
                     builder.add_fused(index, [i], fused.stem, stems, logical, layer, swap)

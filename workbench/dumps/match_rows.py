@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .match_calls import STATS, Call, Rows, known
-from .match_combine import combined_side
+from .match_fused_columns import first_orders, side_columns, side_rows, typed
 from .match_pairs import PendingPairs
 from .match_unmatched import Unmatched
 from .match_gather import Layout, constant, gathered, plain_part, resolved, source, typed_part
@@ -14,7 +14,6 @@ SIDE_FIELDS = ("name", "op", "module_path", "dtype", "shape", "numel", *STATS, "
                "source")
 PAIR_COLUMNS = ("rank", "step", "order", "level", "relation", "logical_module", "layer", "pass", "io", "slot",
                 "call_a", "call_b", *(f"a_{f}" for f in SIDE_FIELDS), *(f"b_{f}" for f in SIDE_FIELDS))
-FUSED_FIELDS = (*SIDE_FIELDS, "rank", "step", "order", "layer", "pass", "io", "slot")   # what a fused pair reads
 UNMATCHED_COLUMNS = ("side", "rank", "step", "order", "name", "op", "module_path", "layer", "pass", "io", "slot",
                      "dtype", "shape", "reason")
 
@@ -64,47 +63,30 @@ class PairBuilder:
         self._fused.append((self._seq, (index_a, indexes_b, call_a, call_b, logical, layer, swap)))
         self._seq += 1
 
-    def _fused_columns(self) -> dict[str, list]:
-        """PAIR_COLUMNS of every fused pair (in the order added) as lists of the values one dict per pair made,
-        each built for all pairs at once: every side's rows are read once, a single row's fields are taken by
-        position, and only the pairs with several rows on a side (a fused tensor's parts) go through
-        :func:`.match_combine.combined_side`, from dicts of just those rows."""
-        import numpy as np
-
+    def _fused_columns(self) -> dict[str, tuple]:
+        """PAIR_COLUMNS of every fused pair (in the order added), typed (:mod:`.match_columns`) as the list of the
+        values one dict per pair made would be: the sides' fields from whole columns
+        (:mod:`.match_fused_columns`), the pair's own fields from A's rows and what :meth:`add_fused` was given."""
         entries = [entry for _, entry in self._fused]
-        rows_of = {"A": [], "B": []}                  # per pair, each side's row positions (A's, B's)
-        for index_f, indexes_p, *_, swap in entries:
-            rows_of["A"].append(indexes_p if swap else [index_f])
-            rows_of["B"].append([index_f] if swap else indexes_p)
-        columns: dict[str, list] = {}
-        firsts = {}
+        spans = {"A": side_rows([parts if swap else [index_f] for index_f, parts, *_, swap in entries]),
+                 "B": side_rows([[index_f] if swap else parts for index_f, parts, *_, swap in entries])}
+        columns: dict[str, tuple] = {}
         for side in ("A", "B"):
-            rows, lists = self.rows(side), rows_of[side]
-            positions = sorted({i for found in lists for i in found})
-            local = {position: k for k, position in enumerate(positions)}
-            first = np.fromiter((local[found[0]] for found in lists), np.int64, len(lists))
-            taken_all = {field: object_array(rows.take(field, positions)) for field in FUSED_FIELDS
-                         if field in rows.columns}
-            several = [k for k, found in enumerate(lists) if len(found) > 1]
-            combined = [combined_side([_row(taken_all, local[i]) for i in lists[k]]) for k in several]
-            for field in SIDE_FIELDS:
-                values = taken_all[field][first] if field in taken_all else np.full(len(lists), None, dtype=object)
-                if several:
-                    values[several] = object_array([found[field] for found in combined])
-                columns[f"{side.lower()}_{field}"] = values.tolist()
-            firsts[side] = (taken_all, first, lists, local)
-        taken_a, first, lists, local = firsts["A"]
+            found = side_columns(self.rows(side), spans[side], SIDE_FIELDS)
+            columns.update({f"{side.lower()}_{field}": column for field, column in found.items()})
+        flat, starts, _ = spans["A"]
+        first = flat[starts]                                   # each pair's first A row gives its place
         for name in ("rank", "step", "pass", "io", "slot"):
-            columns[name] = taken_a[name][first].tolist()
-        order = taken_a["order"]
-        columns["order"] = [order[first[k]] if len(found) == 1 else min(order[local[i]] for i in found)
-                            for k, found in enumerate(lists)]
-        own = taken_a["layer"][first].tolist() if "layer" in taken_a else [None] * len(entries)
-        columns["layer"] = [_layer(entry[5], layer) for entry, layer in zip(entries, own, strict=True)]
-        columns["level"], columns["relation"] = ["module"] * len(entries), ["fused"] * len(entries)
-        columns["logical_module"] = [_logical_text(entry[4]) for entry in entries]
-        columns["call_a"] = [entry[3] if entry[6] else entry[2] for entry in entries]
-        columns["call_b"] = [entry[2] if entry[6] else entry[3] for entry in entries]
+            columns[name] = typed(taken(self.rows_a, name, first))
+        columns["order"] = first_orders(self.rows_a, spans["A"])
+        own = (self.rows_a.take_objects("layer", first).tolist() if "layer" in self.rows_a.columns
+               else [None] * len(entries))
+        columns["layer"] = listed([_layer(entry[5], layer) for entry, layer in zip(entries, own, strict=True)])
+        columns["level"], columns["relation"] = listed(["module"] * len(entries)), listed(["fused"] * len(entries))
+        texts = {logical: _logical_text(logical) for logical in {entry[4] for entry in entries}}   # per fused call
+        columns["logical_module"] = listed([texts[entry[4]] for entry in entries])
+        columns["call_a"] = listed([entry[3] if entry[6] else entry[2] for entry in entries])
+        columns["call_b"] = listed([entry[2] if entry[6] else entry[3] for entry in entries])
         return columns
 
     def unmatched_row(self, side: str, index: int, reason: str) -> None:
@@ -136,7 +118,7 @@ class PairBuilder:
             plain = self._plain_part(name, index_a, index_b, calls)
             if order is None:
                 return gathered([plain], layout) or self._plain_column(name, index_a, index_b, calls)
-            fused_column = listed(fused_columns.pop(name))
+            fused_column = fused_columns.pop(name)
             found = gathered([plain, typed_part(fused_column)], layout)
             if found is not None:
                 return found
@@ -271,11 +253,6 @@ def _frame(names: tuple[str, ...], size: int, column, keys: tuple[str, ...]):
     index = pd.RangeIndex(size)
     made = {name: series(found.pop(name) if name in found else column(name), order, index) for name in names}
     return pd.DataFrame(made, index=index, copy=False)     # each column fresh: not copied again as setitem did
-
-
-def _row(columns: dict, at: int) -> dict:
-    """The side fields of one row of ``columns`` (what :func:`.match_combine.combined_side` reads)."""
-    return {field: columns[field][at] for field in SIDE_FIELDS if field in columns}
 
 
 def _logical_text(logical) -> str:
