@@ -27,13 +27,14 @@ def _side(rng: random.Random, side: str, calls: int, counts=COUNTS) -> list[dict
     rows = []
     for call in range(calls):
         op = rng.choice(OPS)
+        module = rng.choice(["m", "m", "n", "ü.0"])
         pass_ = rng.choice(["forward", "forward", "backward", None])
         for position in range(rng.randint(0, 5)):
             io = rng.choice(["input", "input", "output", "output", "parameter", "other", None])
             slot = rng.randrange(3)
             rows.append({"side": side, "rank": 0, "step": 0, "order": call, "name": f"{op}.{call}.forward.{io}.{slot}",
-                         "op": op, "module_path": "m", "pass": pass_, "io": io, "slot": slot, "dtype": "float32",
-                         "shape": "4", "numel": rng.choice(counts),
+                         "op": op, "module_path": module, "pass": pass_, "io": io, "slot": slot,
+                         "dtype": "float32", "shape": "4", "numel": rng.choice(counts),
                          "max": 1.0, "min": -1.0, "mean": 0.0,
                          "l2norm": rng.choice([math.nan, 0.0, -0.0, 1.5, math.inf, 1e308, 5e-324, position + 0.25])})
     rng.shuffle(rows)                                      # rows of a call apart, slots out of order
@@ -125,9 +126,17 @@ def test_counts_beyond_int64_are_numbered_as_tuples():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_unmatched_events_are_the_dict_of_first_reasons(seed):
-    """Rows and whole calls recorded unmatched, repeated and interleaved, come out as the dict ``{row: reason}``
-    filled by setdefault in the same order: each row once, at its first reason's place."""
+    """Rows and whole calls (one at a time, or many by number with one reason or a function of each call's op and
+    module path) recorded unmatched, repeated and interleaved, come out as the dict ``{row: reason}`` filled by
+    setdefault in the same order: each row once, at its first reason's place; the function called once per distinct
+    (side, op, module path)."""
     from workbench.dumps.match_unmatched import Unmatched
+
+    described = []
+
+    def describe(side: str, op: str, module_path: str) -> str:
+        described.append((side, op, module_path))
+        return f"{op!r} of {module_path!r} ({side})" if op != OPS[0] else "r1"      # one text as a given reason's
 
     rng = random.Random(seed)
     builder, _, calls_a, calls_b = _made(_side(rng, "A", 40), _side(rng, "B", 40))
@@ -141,14 +150,25 @@ def test_unmatched_events_are_the_dict_of_first_reasons(seed):
             index = rng.randrange(sizes[side])
             unmatched.row(side, index, reason)
             expected[side].setdefault(index, reason)
-        else:
+        elif rng.random() < 0.5:
             call = rng.choice(calls_a if side == "A" else calls_b)
             unmatched.call(side, call, reason)
             for index in call.rows:
                 expected[side].setdefault(index, reason)
+        else:
+            calls = calls_a if side == "A" else calls_b
+            picked = [rng.choice(calls) for _ in range(rng.randint(0, 6))]
+            given = rng.choice([reason, describe])
+            unmatched.numbered(side, calls[0].table, np.asarray([c.index for c in picked], dtype=np.int64), given)
+            for call in picked:
+                text = given if isinstance(given, str) else describe(side, call.op, call.module_path)
+                for index in call.rows:
+                    expected[side].setdefault(index, text)
+    described.clear()
     for side in "AB":
         positions, reasons = unmatched.found(side)
         assert list(zip(positions.tolist(), reasons.tolist(), strict=True)) == list(expected[side].items())
+    assert len(described) == len(set(described))
 
 
 def test_nothing_unmatched():

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from itertools import groupby
 from operator import attrgetter
 from typing import Callable
 
-from .match_calls import Call, calls_of
+from .match_calls import Call, call_numbers, calls_of
 from .match_features import CallFeatures
 from .match_fused import pair_fused
 from .match_mapping import Mapping
@@ -51,6 +52,7 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     ops = ops or load_operators()
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
+    unaligned = partial(_unaligned, ops)        # one function for all groups: its reasons are made once per text
     features = CallFeatures(builder.rows_a, builder.rows_b, ops)
     units_b = _units(calls_of(builder.rows_b))
     units_a = _units(calls_of(builder.rows_a))
@@ -63,7 +65,7 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
             for call in calls_a or calls_b:
                 builder.unmatched_call(side, call, f"rank {unit[0]} step {unit[1]} is not in {missing}")
             continue
-        _match_unit(builder, features, calls_a, calls_b, resolve_a, resolve_b, mapping, ops)
+        _match_unit(builder, features, calls_a, calls_b, resolve_a, resolve_b, mapping, ops, unaligned)
     builder.match_pending(ops)                 # the paired calls' rows, all at once
     del units_a, units_b                       # the calls and the column lists: memory for the tables
     builder.rows_a.release()
@@ -81,7 +83,7 @@ def _units(calls: list[Call]) -> dict[tuple, list[Call]]:
 
 
 def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call], calls_b: list[Call], resolve_a,
-                resolve_b, mapping: Mapping, ops: OperatorTable) -> None:
+                resolve_b, mapping: Mapping, ops: OperatorTable, unaligned) -> None:
     explicit = mapping.call_pairs(calls_a, calls_b)
     for call_a, call_b in explicit:
         builder.add_calls(call_a, call_b, "mapping")
@@ -100,17 +102,13 @@ def _match_unit(builder: PairBuilder, features: CallFeatures, calls_a: list[Call
         group_a, group_b = ops_a.get(key, []), ops_b.get(key, [])
         if key not in paired and group_a and group_b:
             paired[key] = "same"          # no module rows (a kernel dump): the ops' module paths still pair
-        if key not in paired:
+        if paired.get(key) != "same":                 # a reason the key's calls are not aligned
             for side, group in (("A", group_a), ("B", group_b)):
-                for call in group:
-                    builder.unmatched_call(side, call, paired.get(key, _no_module_reason(call, side)))
+                if group:
+                    builder.unmatched_numbers(side, group[0].table, call_numbers(group),
+                                              paired.get(key, _no_module_reason))
             continue
-        if paired[key] != "same":
-            for side, group in (("A", group_a), ("B", group_b)):
-                for call in group:
-                    builder.unmatched_call(side, call, paired[key])
-            continue
-        _align_ops(builder, features, group_a, group_b, ops)
+        _align_ops(builder, features, group_a, group_b, unaligned)
 
 
 def _keyer(resolve: Resolver | None, override: Callable[[str], str | None], paths: list[str]):
@@ -184,22 +182,29 @@ def _by_module(builder: PairBuilder, calls: list[Call], key) -> dict:
     return groups
 
 
-def _no_module_reason(call: Call, side: str) -> str:
+def _no_module_reason(side: str, op: str, module_path: str) -> str:
     other = "B" if side == "A" else "A"
-    return f"its module {call.module_path!r} has no counterpart in {other}"
+    return f"its module {module_path!r} has no counterpart in {other}"
 
 
 def _align_ops(builder: PairBuilder, features: CallFeatures, group_a: list[Call], group_b: list[Call],
-               ops: OperatorTable) -> None:
-    pairs = features.aligned(group_a, group_b)
-    used_a, used_b = {i for i, _ in pairs}, {j for _, j in pairs}
+               unaligned) -> None:
+    """The ops of one module group aligned in order; the calls left over recorded by number, with ``unaligned``
+    (:func:`_unaligned` of the operator table) as their reason."""
+    import numpy as np
+
+    at_a, at_b = call_numbers(group_a), call_numbers(group_b)
+    pairs = features.aligned_at(at_a, at_b)
     for i, j in pairs:
         builder.add_calls(group_a[i], group_b[j], "operator")
-    for side, group, used in (("A", group_a, used_a), ("B", group_b, used_b)):
-        left = [call for index, call in enumerate(group) if index not in used]
-        builder.unmatched_calls(side, left, [_unaligned(call, ops) for call in left])
+    for side, group, at, used in (("A", group_a, at_a, [i for i, _ in pairs]), ("B", group_b, at_b,
+                                                                               [j for _, j in pairs])):
+        left = np.ones(len(at), dtype=bool)
+        left[used] = False
+        if left.any():
+            builder.unmatched_numbers(side, group[0].table, at[left], unaligned)
 
 
-def _unaligned(call: Call, ops: OperatorTable) -> str:
-    what = "a layout-only operator" if ops.is_layout(call.op) else f"operator {call.op!r}"
-    return f"{what} with no equivalent at its place in the other side's sequence for module {call.module_path!r}"
+def _unaligned(ops: OperatorTable, side: str, op: str, module_path: str) -> str:
+    what = "a layout-only operator" if ops.is_layout(op) else f"operator {op!r}"
+    return f"{what} with no equivalent at its place in the other side's sequence for module {module_path!r}"

@@ -103,6 +103,7 @@ class CallIndex:
     slots: object            # row -> its slot (int64 array)
     ops: list[str]           # call number -> its op text
     passes: list[str]        # call number -> its pass text
+    modules: list[str]       # call number -> its module path text
     by_call: list[int]       # row positions by call, each call's in row (execution) order
     call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
     by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
@@ -178,13 +179,20 @@ def calls_of(rows: Rows) -> list[Call]:
     io_rank = _io_codes(ios)
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
-    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, order_list, [0, *ends],
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, order_list, [0, *ends],
                                               by_io.tolist(), io_at.tolist(), by_call, by_io, io_at)
     calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
                      repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
+
+
+def call_numbers(calls: list[Call]):
+    """The calls' numbers in their side's :class:`CallIndex`, an int64 array."""
+    import numpy as np
+
+    return np.fromiter((call.index for call in calls), np.int64, len(calls))
 
 
 def _integers(rows: Rows, column: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from .match_align_native import aligned_numbers
-from .match_calls import Call, CallIndex, Rows, known
+from .match_calls import Call, CallIndex, Rows, call_numbers, known
 
 HASH_BASE = 1_000_003          # of the polynomial hash of a call's element counts (any base: the codes are checked)
 
@@ -28,6 +28,10 @@ class CallFeatures:
 
     def aligned(self, group_a: list[Call], group_b: list[Call]) -> list[tuple[int, int]]:
         """:func:`.match_align_native.aligned` of the two groups' features."""
+        return self.aligned_at(call_numbers(group_a), call_numbers(group_b))
+
+    def aligned_at(self, at_a, at_b) -> list[tuple[int, int]]:
+        """:meth:`aligned` of the calls numbered ``at_a`` and ``at_b`` (int64 arrays) in their sides' CallIndex."""
         import numpy as np
 
         if self._codes is None:
@@ -36,9 +40,7 @@ class CallFeatures:
             # less than numbering each group's codes again
             self._sizes = tuple(int(max(a.max(initial=-1), b.max(initial=-1))) + 1
                                 for a, b in zip(*(codes[:2] for codes in self._codes), strict=True))
-        (codes_a, codes_b), n, m = self._codes, len(group_a), len(group_b)
-        at_a = np.fromiter((call.index for call in group_a), np.int64, n)
-        at_b = np.fromiter((call.index for call in group_b), np.int64, m)
+        (codes_a, codes_b), n, m = self._codes, len(at_a), len(at_b)
         kind, key, last, level = (np.concatenate([a[at_a], b[at_b]]) for a, b in zip(codes_a, codes_b, strict=True))
         return aligned_numbers(n, m, kind, key, last, level, *self._sizes)
 

@@ -101,6 +101,11 @@ class PairBuilder:
         """:meth:`unmatched_call` of each call with its reason, in turn."""
         self._unmatched.calls(side, calls, reasons)
 
+    def unmatched_numbers(self, side: str, table, numbers, reason) -> None:
+        """:meth:`unmatched_call` of the calls numbered ``numbers`` in ``table`` (the side's CallIndex), in turn, for
+        ``reason``: a str, or a function of (side, op, module path) (:meth:`.match_unmatched.Unmatched.numbered`)."""
+        self._unmatched.numbered(side, table, numbers, reason)
+
     def pairs_table(self):
         import numpy as np
 

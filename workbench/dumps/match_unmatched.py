@@ -1,7 +1,8 @@
 """The unmatched rows of one matching: recorded as events (a row, or all rows of a call, with a reason), expanded with
 arrays when the table is made. A row keeps its first reason and its place is where that reason came: what a dict
 ``{row position: reason}`` filled by ``setdefault`` in the same order holds (``tests/test_compare_match_features.py``),
-without a Python step per row of the ~100k unmatched calls."""
+without a Python step per row of the ~100k unmatched calls. Calls given as numbers (:meth:`Unmatched.numbered`) have no
+Python step per call either: their reasons are made when the table is, once per distinct (op, module path)."""
 from __future__ import annotations
 
 
@@ -10,7 +11,8 @@ class Unmatched:
         self._reasons: dict[str, int] = {}                  # reason text -> its number
         self._rows = {"A": ([], [], []), "B": ([], [], [])}     # side -> (event numbers, row positions, reasons)
         self._calls = {"A": ([], [], []), "B": ([], [], [])}    # side -> (event numbers, call numbers, reasons)
-        self._tables: dict[str, object] = {}                # side -> its calls' (rows by call, where each starts)
+        self._tables: dict[str, object] = {}                # side -> its calls' CallIndex
+        self._numbered = {"A": [], "B": []}    # side -> (first event, call numbers, reason text or describe) blocks
         self._events = 0
         self._blocks = {"A": [], "B": []}      # side -> (events, places, positions, reason numbers) arrays
 
@@ -45,14 +47,58 @@ class Unmatched:
         """:meth:`call` of each call with its reason, in turn."""
         if not calls:
             return
-        if side not in self._tables:
-            self._tables[side] = calls[0].table.rows_by_call()
+        self._tables.setdefault(side, calls[0].table)
         events, numbers, numbered = self._calls[side]
         events.extend(range(self._events, self._events + len(calls)))
         numbers.extend([call.index for call in calls])
         number = self._reasons.setdefault
         numbered.extend([number(reason, len(self._reasons)) for reason in reasons])
         self._events += len(calls)
+
+    def numbered(self, side: str, table, numbers, reason) -> None:
+        """:meth:`call` of the calls numbered ``numbers`` (int64 array) in ``table`` (the side's
+        :class:`.match_calls.CallIndex`), in turn: each for ``reason``, a str, or a function of (side, op, module path)
+        giving it, called once per distinct (op, module path) of all the calls given that function."""
+        if not len(numbers):
+            return
+        self._tables.setdefault(side, table)
+        self._numbered[side].append((self._events, numbers, reason))
+        self._events += len(numbers)
+
+    def _numbered_calls(self, side: str) -> tuple:
+        """(events, call numbers, reason numbers) of the calls given by :meth:`numbered`, as int64 arrays (in no
+        particular order: :meth:`found` sorts by event)."""
+        import numpy as np
+
+        parts = [(np.zeros(0, dtype=np.int64),) * 3]
+        by_describe: dict = {}
+        for first, numbers, reason in self._numbered[side]:
+            events = first + np.arange(len(numbers), dtype=np.int64)
+            if isinstance(reason, str):
+                number = self._reasons.setdefault(reason, len(self._reasons))
+                parts.append((events, numbers, np.full(len(numbers), number, dtype=np.int64)))
+            else:
+                by_describe.setdefault(reason, []).append((events, numbers))
+        for describe, blocks in by_describe.items():
+            events, numbers = (np.concatenate([block[k] for block in blocks]) for k in range(2))
+            parts.append((events, numbers, self._described(side, numbers, describe)))
+        return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
+
+    def _described(self, side: str, numbers, describe):
+        """The reason number of each call of ``numbers``: ``describe`` called once per distinct (op, module path)."""
+        import numpy as np
+
+        from .match_calls import _codes
+        from .match_columns import object_array
+
+        table = self._tables[side]
+        ops, modules = object_array(table.ops)[numbers], object_array(table.modules)[numbers]
+        codes = _codes((ops, modules))                          # numbered in order of first appearance
+        _, firsts = np.unique(codes, return_index=True)
+        number = self._reasons.setdefault
+        distinct = [number(describe(side, op, module), len(self._reasons))
+                    for op, module in zip(ops[firsts].tolist(), modules[firsts].tolist(), strict=True)]
+        return np.asarray(distinct, dtype=np.int64)[codes]
 
     def found(self, side: str) -> tuple:
         """(the unmatched row positions of ``side`` in the order their first reason came, the reasons, an object
@@ -63,9 +109,10 @@ class Unmatched:
 
         events, positions, reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
         places = np.zeros(len(events), dtype=np.int64)
-        call_events, numbers, call_reasons = (np.asarray(v, dtype=np.int64) for v in self._calls[side])
+        call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
+                                              zip(self._calls[side], self._numbered_calls(side), strict=True))
         if len(numbers):
-            by_call, starts = self._tables[side]
+            by_call, starts = self._tables[side].rows_by_call()
             first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
             total = int(sizes.sum())
             within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
