@@ -161,7 +161,7 @@ def calls_of(rows: Rows) -> list[Call]:
         return []
     names, passes = rows["name"], rows["pass"]
     stem_keys, stems_at = call_stems(names)
-    call_of = _codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
+    call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
     ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
@@ -211,7 +211,7 @@ def _integers_at(rows: Rows, column: str, positions) -> list[int]:
     return [int(values[i]) for i in positions.tolist()]
 
 
-def _codes(columns):
+def tuple_codes(columns):
     """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
     (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
     import numpy as np

@@ -49,7 +49,7 @@ def _side_codes(rows_a: Rows, rows_b: Rows, ops) -> tuple:
     """((kind, key, last, level) arrays of A's calls, the same of B's), the codes numbered over both sides."""
     import numpy as np
 
-    from .match_calls import _codes
+    from .match_calls import tuple_codes
     from .match_columns import object_array
 
     index_a, index_b = rows_a.derived["calls"], rows_b.derived["calls"]
@@ -58,15 +58,15 @@ def _side_codes(rows_a: Rows, rows_b: Rows, ops) -> tuple:
     as_tuples = any(_feature_columns(rows)[0].dtype == object for rows in (rows_a, rows_b))
     parts = [_counts(rows, as_tuples) for rows in (rows_a, rows_b)]
     sizes = len(index_a.ops)
-    kind = _codes((classes, passes))
+    kind = tuple_codes((classes, passes))
     if as_tuples:                                                        # counts beyond int64: their tuples
-        key = _codes((kind, object_array([*parts[0][0], *parts[1][0]])))
-        last = _codes((object_array([*parts[0][1], *parts[1][1]]),))
+        key = tuple_codes((kind, object_array([*parts[0][0], *parts[1][0]])))
+        last = tuple_codes((object_array([*parts[0][1], *parts[1][1]]),))
     else:
         values, lengths = (np.concatenate([part[k] for part in parts]) for k in range(2))
         owner = np.concatenate([parts[0][2], parts[1][2] + sizes])            # B's calls after A's
         key = _sequence_codes(kind, values, lengths, owner)
-        last = _codes((np.concatenate([part[3] for part in parts]), np.concatenate([part[4] for part in parts])))
+        last = tuple_codes((np.concatenate([part[3] for part in parts]), np.concatenate([part[4] for part in parts])))
     levels = np.concatenate([part[-1] for part in parts])
     return tuple((kind[s], key[s], last[s], levels[s]) for s in (slice(0, sizes), slice(sizes, None)))
 
@@ -95,7 +95,7 @@ def _sequence_codes(kind, values, lengths, owner):
     a collision (never seen) numbers the sequences as bytes instead."""
     import numpy as np
 
-    from .match_calls import _codes
+    from .match_calls import tuple_codes
     from .match_columns import object_array
 
     ends = np.cumsum(lengths)
@@ -104,7 +104,7 @@ def _sequence_codes(kind, values, lengths, owner):
     terms = values.astype(np.uint64) * np.power(np.uint64(HASH_BASE), place.astype(np.uint64))
     sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(terms, dtype=np.uint64)])
     hashes = (sums[ends] - sums[starts]).view(np.int64)
-    key = _codes((kind, lengths, hashes))
+    key = tuple_codes((kind, lengths, hashes))
     first = np.full(int(key.max(initial=-1)) + 1, len(key), dtype=np.int64)
     np.minimum.at(first, key, np.arange(len(key), dtype=np.int64))
     model = first[key]                                     # each call's first call of the same code
@@ -112,7 +112,7 @@ def _sequence_codes(kind, values, lengths, owner):
         return key
     buffer = values.tobytes()
     sequences = [buffer[8 * s:8 * e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
-    return _codes((kind, object_array(sequences)))
+    return tuple_codes((kind, object_array(sequences)))
 
 
 def _counts(rows: Rows, as_tuples: bool) -> tuple:

@@ -88,12 +88,12 @@ class Unmatched:
         """The reason number of each call of ``numbers``: ``describe`` called once per distinct (op, module path)."""
         import numpy as np
 
-        from .match_calls import _codes
+        from .match_calls import tuple_codes
         from .match_columns import object_array
 
         table = self._tables[side]
         ops, modules = object_array(table.ops)[numbers], object_array(table.modules)[numbers]
-        codes = _codes((ops, modules))                          # numbered in order of first appearance
+        codes = tuple_codes((ops, modules))                     # numbered in order of first appearance
         _, firsts = np.unique(codes, return_index=True)
         number = self._reasons.setdefault
         distinct = [number(describe(side, op, module), len(self._reasons))

@@ -105,14 +105,14 @@ def _dtype_pairs(frame) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from .match_calls import _codes
+    from .match_calls import tuple_codes
 
     a, b = frame["a_dtype"].to_numpy(dtype=object), frame["b_dtype"].to_numpy(dtype=object)
     if pd.isna(a).any() or pd.isna(b).any():      # None and nan are one value to pandas, not to normalise_dtype
         found: dict = {}
         pair_of = np.asarray([found.setdefault(pair, len(found)) for pair in zip(a.tolist(), b.tolist(), strict=True)])
         return pair_of, list(found)
-    pair_of = _codes((a, b))
+    pair_of = tuple_codes((a, b))
     firsts = np.full(int(pair_of.max()) + 1, len(pair_of), dtype=np.int64)
     np.minimum.at(firsts, pair_of, np.arange(len(pair_of), dtype=np.int64))
     return pair_of, list(zip(a[firsts].tolist(), b[firsts].tolist(), strict=True))
