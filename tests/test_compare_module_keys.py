@@ -13,7 +13,8 @@ import pytest
 from workbench.spec.loader import available_archs, load_arch
 from workbench.spec.model_params import ModelParams
 from workbench.spec.module_keys import keys_and_runs, literal_runs, match_keys, stand_in
-from workbench.spec.modules import _cached, _resolve, detect_module_format, module_fits, module_resolver, module_templates
+from workbench.spec.modules import (_cached, detect_module_format, module_fits, module_resolver, module_templates,
+                                    resolve_ref)
 from workbench.spec.templates import skeleton_of
 
 INDICES = ["0", "1", "2", "3", "4", "7", "10", "12", "31", "100", "01", "00", "007", "99999999999999999999", "٣", "1٣"]
@@ -87,7 +88,7 @@ def test_resolver_memo_per_template_equals_resolving_each_path_alone(params):
             index = _cached(arch, fmt)[2]
             resolve = module_resolver(arch, fmt, params)
             for path in paths:
-                plain = next((_resolve(arch, m, env, params) for m in index.get(skeleton_of(path), ())
+                plain = next((resolve_ref(arch, m, env, params) for m in index.get(skeleton_of(path), ())
                               for env in (m.template.match(path),) if env is not None), None)
                 assert resolve(path) == plain, (arch_name, fmt, path)
                 kinds.add(plain.kind if plain is not None else None)
@@ -146,7 +147,7 @@ def test_resolving_many_paths_equals_resolving_each_alone(params):
         arch = load_arch(arch_name)
         for fmt in arch.formats:
             index = _cached(arch, fmt)[2]
-            plain = [next((_resolve(arch, m, env, params) for m in index.get(skeleton_of(path), ())
+            plain = [next((resolve_ref(arch, m, env, params) for m in index.get(skeleton_of(path), ())
                            for env in (m.template.match(path),) if env is not None), None) for path in paths]
             assert module_resolver(arch, fmt, params).many(paths) == plain, (arch_name, fmt)
             kinds |= {ref.kind if ref is not None else None for ref in plain}

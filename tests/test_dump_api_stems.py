@@ -1,6 +1,6 @@
 """API entry names read once per stem (``workbench/dumps/api_stems.py``): which ``api_pattern`` spellings allow it,
 and the entry names' ops and passes through the stems equal to those of the per-entry reader
-(``_entry_info``, one match per name) on fuzzed names with many indices per stem, under the shipped pattern, other
+(``entry_info``, one match per name) on fuzzed names with many indices per stem, under the shipped pattern, other
 patterns that allow stems, and patterns that must be matched name by name (look-aheads that read the index, an
 alternation, flags)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from workbench.dumps.api_stems import TAIL, by_stem, stem
 from workbench.dumps.formats import load_dump_formats
-from workbench.dumps.readers_msprobe import _entry_info, _entry_infos
+from workbench.dumps.readers_msprobe import entry_info, entry_infos
 
 SHIPPED = load_dump_formats().msprobe["api_pattern"].pattern
 PRIM = r"(?:\.(?P<prim>[A-Z][A-Za-z0-9]*))?"
@@ -62,6 +62,6 @@ def test_entry_infos_through_stems_equal_per_entry(pattern):
     rng = random.Random(hash(pattern) & 0xFFFF)
     names = _names(rng, 3000)
     parents = {name: "Module.module.decoder.layers.3.MLP.forward.0" for name in names if rng.random() < 0.5}
-    ops, modules, passes, _ = _entry_infos(names, parents, fmt)
-    expected = [_entry_info(name, parents, fmt, {}) for name in names]
+    ops, modules, passes, _ = entry_infos(names, parents, fmt)
+    expected = [entry_info(name, parents, fmt, {}) for name in names]
     assert (ops, modules, passes) == ([e[0] for e in expected], [e[1] for e in expected], [e[2] for e in expected])

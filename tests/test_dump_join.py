@@ -15,7 +15,7 @@ from test_dump_read_fast import TENSOR, _both, _unit
 from test_dump_stem_codes import _encoded, _formats, _many_names
 from workbench.dumps import msprobe_side
 from workbench.dumps.api_stems import stem_codes
-from workbench.dumps.msprobe_entries import _entry_infos
+from workbench.dumps.msprobe_entries import entry_infos
 from workbench.dumps.msprobe_join import Construct, entry_parents, join, number, scan_construct
 from workbench.dumps.msprobe_lines import packed
 from workbench.dumps.msprobe_side import _texts, load_construct, read_construct
@@ -119,9 +119,9 @@ def test_entry_infos_through_the_join_equal_through_the_dict(api):
     joined = entry_parents(text, rows, construct, _texts)
     fmt = _formats(api)
     stems = stem_codes(text, rows)
-    through_join = _entry_infos(names, None, fmt, stems, joined)
-    through_dict = _entry_infos(names, parents, fmt, stems)
-    one_by_one = _entry_infos(names, parents, fmt)
+    through_join = entry_infos(names, None, fmt, stems, joined)
+    through_dict = entry_infos(names, parents, fmt, stems)
+    one_by_one = entry_infos(names, parents, fmt)
     for found in (through_join, through_dict):
         assert [list(c) for c in found[:3]] == [list(c) for c in one_by_one[:3]] and found[3] == one_by_one[3]
 

@@ -1,5 +1,5 @@
 """The fast pieces of reading an msprobe dump held equal to the plain ones: entry names through one loop
-(``_entry_infos``) against the per-entry ``_entry_info`` on fuzzed names; stack.json's comprehension against the
+(``entry_infos``) against the per-entry ``entry_info`` on fuzzed names; stack.json's comprehension against the
 loop it replaced; the side files (construct.json, stack.json) read while the scan runs, with their errors raised
 where the plain reader raises them; array columns (nullable ``Int64`` from values and a mask) against
 ``pd.array`` of the lists; dumps of several ranks and steps."""
@@ -17,7 +17,7 @@ from workbench.dumps import msprobe_native
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.msprobe_arrays import by_id, counts, distinct, integers
 from workbench.dumps.msprobe_side import read_construct, read_stacks
-from workbench.dumps.readers_msprobe import _entry_info, _entry_infos, read_msprobe
+from workbench.dumps.readers_msprobe import entry_info, entry_infos, read_msprobe
 from workbench.errors import InputError
 from workbench.native import library
 
@@ -48,8 +48,8 @@ def test_entry_infos_equal_per_entry_on_fuzzed_names():
     owners = ["Module.module.decoder.layers.3.MLP.forward.0", "Cell.network.model.Block.backward.2", "not.a.module",
               None, 7, ["x"], ""]
     parents = {name: rng.choice(owners) for name in names if rng.random() < 0.7}
-    ops, modules, passes, grad = _entry_infos(names, parents, fmt)
-    expected = [_entry_info(name, parents, fmt, {}) for name in names]
+    ops, modules, passes, grad = entry_infos(names, parents, fmt)
+    expected = [entry_info(name, parents, fmt, {}) for name in names]
     assert ops == [e[0] for e in expected]
     assert modules == [e[1] for e in expected]
     assert passes == [e[2] for e in expected]

@@ -18,7 +18,7 @@ from test_dump_api_stems import PER_NAME, STEMMED, _names
 from test_dump_read_fast import _fuzzed_names
 from workbench.dumps.api_stems import ends_in_digits, stem, stem_codes
 from workbench.dumps.formats import load_dump_formats
-from workbench.dumps.msprobe_entries import _entry_info, _entry_infos
+from workbench.dumps.msprobe_entries import entry_info, entry_infos
 from workbench.native import library
 
 native = pytest.mark.skipif(library("dumpscan") is None,
@@ -110,8 +110,8 @@ def _formats(api: str | None = None, module: str | None = None):
 def _check_equal(names: list[str], parents: dict, fmt) -> None:
     raw, spans = _encoded(names)
     stems = stem_codes(raw, spans) if library("dumpscan") is not None else _as_arrays(*_numbered(names))
-    ops, modules, passes, grad = _entry_infos(names, parents, fmt, stems)
-    expected = [_entry_info(name, parents, fmt, {}) for name in names]
+    ops, modules, passes, grad = entry_infos(names, parents, fmt, stems)
+    expected = [entry_info(name, parents, fmt, {}) for name in names]
     assert list(ops) == [e[0] for e in expected]
     assert list(modules) == [e[1] for e in expected]
     assert list(passes) == [e[2] for e in expected]

@@ -54,7 +54,7 @@ def _table(rows: int, seed: int = 0) -> pd.DataFrame:
 @pytest.mark.parametrize("rows", [0, 1, 7, csv_text.BLOCK + 5])
 def test_every_comparison_column_type_gives_to_csv_text(rows):
     frame = _table(rows, seed=rows)
-    assert all(csv_text._supported(frame[c]) and csv_text._cells(frame[c]) is not None for c in frame.columns)
+    assert all(csv_text._supported(frame[c]) and csv_text.column_cells(frame[c]) is not None for c in frame.columns)
     assert frame_csv(frame) == frame.to_csv(index=False)          # the fast path's text (checked above: no fallback)
 
 

@@ -8,8 +8,8 @@ from .api_stems import by_stem, ends_in_digits, stem
 from .formats import DumpFormats
 
 
-def _entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=None, joined=None) -> tuple:
-    """Ops, module paths and passes of entry names (as :func:`_entry_info` gives them one by one), and whether
+def entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=None, joined=None) -> tuple:
+    """Ops, module paths and passes of entry names (as :func:`entry_info` gives them one by one), and whether
     any is a parameter gradient. ``stems``: :func:`.api_stems.stem_codes` of the names, when the library found
     them; then API names are read once per stem and per parent (:func:`_by_stems`), the rest one by one.
     ``joined``: instead of ``parents``, each name's parent as :func:`.msprobe_join.entry_parents` numbers them."""
@@ -28,7 +28,7 @@ def _parents_of(names: list[str], joined, rows=None) -> dict:
 
 
 def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, joined=None) -> tuple | None:
-    """:func:`_entry_infos` as object arrays, with Python per stem and per distinct parent for the API names of
+    """:func:`entry_infos` as object arrays, with Python per stem and per distinct parent for the API names of
     the stem form (the module pattern cannot match them: :func:`.api_stems.ends_in_digits`), and per name for
     the rest (module names, names of no stem or of a stem the API pattern does not match); ``None`` when a
     construct.json parent is unhashable (the loop decides)."""
@@ -69,7 +69,7 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
 
 
 def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
-    """:func:`_entry_infos` in one loop with the patterns' bound methods, module paths once per path or parent,
+    """:func:`entry_infos` in one loop with the patterns' bound methods, module paths once per path or parent,
     an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`)."""
     m = fmt.msprobe
     module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
@@ -107,7 +107,7 @@ def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list
             if key is not None:
                 by_stems[key] = ops[-1], passes[-1]
         else:
-            op, _, pass_, _ = _entry_info(name, parents, fmt, cache)
+            op, _, pass_, _ = entry_info(name, parents, fmt, cache)
             ops.append(op)
             passes.append(pass_)
         modules.append(module)
@@ -118,7 +118,7 @@ def _no_stem(name: str) -> None:
     return None
 
 
-def _entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
+def entry_info(entry: str, parents: dict, fmt: DumpFormats, cache: dict) -> tuple[str, str, str, bool]:
     """(op, module path, pass, gradient flag) of an entry; module paths cached per path and per parent name."""
     m = fmt.msprobe
     found = m["module_pattern"].match(entry)

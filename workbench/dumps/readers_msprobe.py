@@ -16,7 +16,7 @@ from .formats import DumpFormats, load_dump_formats
 from .msprobe_native import native_columns
 from ..native import scanned_bytes
 from ..gc_pause import gc_paused
-from .msprobe_entries import _entry_info, _entry_infos
+from .msprobe_entries import entry_info, entry_infos
 from .msprobe_json import DATA_FOUND, Irregular, data_entries
 from .msprobe_side import Beside
 from .msprobe_sink import FIX, IO_LABELS, Sink
@@ -88,7 +88,7 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
     raw = scanned_bytes("dumpscan", path, what)
-    beside = Beside(path.parent, fmt, _entry_infos)
+    beside = Beside(path.parent, fmt, entry_infos)
     found = native_columns(raw, str(path), step, rank, fmt, beside)
     if found is not None:
         return found
@@ -121,7 +121,7 @@ def _read_entries(entries, path: Path, step: int, rank: int, fmt: DumpFormats, b
         if not isinstance(body, dict):
             raise InputError(f"{path} [{entry}]", f"is {type(body).__name__}, expected a mapping of inputs and outputs",
                              FIX)
-        op, module_path, pass_, grad = _entry_info(entry, parents, fmt, infos)
+        op, module_path, pass_, grad = entry_info(entry, parents, fmt, infos)
         sink.start_entry(op, module_path, pass_, stacks.get(entry, ""))
         if grad:
             _walk(body, entry, "parameter", 0, sink)

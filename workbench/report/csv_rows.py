@@ -2,7 +2,7 @@
 ``DataFrame.to_csv(index=False, header=False)`` writes, without a Python string per cell.
 
 Each column goes to C as one array: float64 as it is (printed there as ``repr``, missing empty), integers as
-int64, booleans as bytes, and every other column as its cells' text (the cells :func:`.csv_text._cells` makes,
+int64, booleans as bytes, and every other column as its cells' text (the cells :func:`.csv_text.column_cells` makes,
 or, for a column of str only, the column itself), quoted by the ``csv`` module where it must be, each cell
 followed by a NUL byte, encoded once. Python sizes the output from an upper bound it computes first, and C
 checks every cell against it. A column that cannot go this way (a NUL in its text, text that is not valid
@@ -73,17 +73,17 @@ def _text(values, series) -> bytes | None:
     would not all be read.)"""
     import pandas as pd
 
-    from .csv_text import QUOTED, _cells, _quote
+    from .csv_text import QUOTED, column_cells, quote_cells
 
     cells = values.tolist() + [""] if values.dtype.kind == "O" else None
     try:
         joined = "\0".join(cells)                # str only: the csv writer prints each cell as it is
         if any(char in joined for char in QUOTED):
-            joined = "\0".join(_quote(cells))
+            joined = "\0".join(quote_cells(cells))
     except TypeError:                             # not all str (or not objects)
         if values.dtype.kind == "O" and pd.isna(values).all():
             return b"\0" * len(values)           # every cell missing: empty (the nan/inf counts of most dumps)
-        cells = _cells(series)                    # quoted already
+        cells = column_cells(series)                    # quoted already
         if cells is None:
             return None
         joined = "\0".join(cells + [""])

@@ -68,7 +68,7 @@ def frame_csv_data(frame, header: bool = True):
         return rows
     for start in range(0, len(frame), BLOCK):
         part = frame.iloc[start:start + BLOCK]
-        cells = [_cells(part[c]) for c in columns]
+        cells = [column_cells(part[c]) for c in columns]
         if any(cell is None for cell in cells):
             return frame.to_csv(index=False, header=header)      # an object pandas' writer prints its own way
         blocks.append("\n".join(map(",".join, zip(*cells, strict=True))) + "\n")
@@ -86,7 +86,7 @@ def _supported(series) -> bool:
     return isinstance(dtype, np.dtype) and dtype.kind in "fiubO"
 
 
-def _cells(series) -> list[str] | None:
+def column_cells(series) -> list[str] | None:
     """One column's cells as the csv text holds them, or None when pandas must write the table."""
     import pandas as pd
 
@@ -94,7 +94,7 @@ def _cells(series) -> list[str] | None:
     kind = values.dtype.kind
     if kind == "f":                                   # pandas: astype(str), missing values empty
         cells = _float_cells(values)
-        return cells if _FLOATS_UNQUOTED else _quote(cells)
+        return cells if _FLOATS_UNQUOTED else quote_cells(cells)
     if kind in "iub":                                 # pandas: Python ints/bools, printed with str()
         return list(map(str, values.tolist()))
     items = values.tolist()
@@ -112,7 +112,7 @@ def _cells(series) -> list[str] | None:
             return None
     if types != {str}:                                # the csv writer: repr for floats, str for the rest
         items = [repr(v) if type(v) is float else str(v) for v in items]
-    return _quote(items)
+    return quote_cells(items)
 
 
 def _float_cells(values) -> list[str]:
@@ -150,7 +150,7 @@ def _float_texts(values) -> list[str]:
     return values.astype(str).tolist()
 
 
-def _quote(cells: list[str]) -> list[str]:
+def quote_cells(cells: list[str]) -> list[str]:
     """Cells the csv module would quote, quoted by it; the rest as they are."""
     text = "".join(cells)
     if not any(char in text for char in QUOTED):          # one fast substring search per character, not a regex

@@ -4,7 +4,7 @@ A dump's module paths are thousands of layers of a few dozen templates (``decode
 Paths that share a match key (:mod:`.module_keys`: their index runs that no template spells replaced by one
 stand-in) match the same templates, so the key decides which template a path has, and where in the path each of
 the template's indices is (the same digit run: a placeholder is always a whole run). Each path then reads its own
-indices from its digit runs and is resolved by the same :func:`.modules._resolve` that one path at a time uses: what
+indices from its digit runs and is resolved by the same :func:`.modules.resolve_ref` that one path at a time uses: what
 depends on the layer number (a layer set chosen by ``params``) is decided per path, as before.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 from .arch import ArchSpec
 from .model_params import ModelParams
 from .module_keys import _DIGITS, keys_and_runs, literal_runs
-from .modules import ANY_INDEX, ModuleRef, ModuleTemplate, _resolve, group_templates, plan_of
+from .modules import ANY_INDEX, ModuleRef, ModuleTemplate, resolve_ref, group_templates, plan_of
 from .templates import Template, skeleton_of
 
 
@@ -72,9 +72,9 @@ def _runs_before(text: str, end: int) -> int:
 
 def formatter(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None,
                memo: dict) -> Callable[[dict[str, int]], ModuleRef]:
-    """env -> :func:`_resolve`'s ref, with what does not depend on the index values decided once: without
+    """env -> :func:`resolve_ref`'s ref, with what does not depend on the index values decided once: without
     ``params`` no layer set is chosen and no index is spread, so the texts to format and the kind are the template's
-    own (an index the path lacks reads ``*`` in the text itself). With ``params``: :func:`_resolve` itself."""
+    own (an index the path lacks reads ``*`` in the text itself). With ``params``: :func:`resolve_ref` itself."""
     found = memo.get(("formatter", id(module)))
     if found is not None and found[0] is module:
         return found[1]
@@ -94,7 +94,7 @@ def formatter(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None
 
 def _general(arch: ArchSpec, module: ModuleTemplate, params: ModelParams | None, memo: dict,
              env: dict[str, int]) -> ModuleRef:
-    return _resolve(arch, module, env, params, memo)
+    return resolve_ref(arch, module, env, params, memo)
 
 
 def _star(text: str, known: tuple[str, ...]) -> str:

@@ -151,7 +151,7 @@ def is_stacked(module: ModuleTemplate) -> bool:
     return any(v not in module.template.variables for text, _ in module.logical for v in Template.parse(text).variables)
 
 
-def _resolve(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None,
+def resolve_ref(arch: ArchSpec, module: ModuleTemplate, env: dict[str, int], params: ModelParams | None,
              memo: dict | None = None) -> ModuleRef:
     """``memo`` (one resolver's, for one arch and params): what depends on the template alone, kept per template
     (a dump's paths are thousands of layers of a few dozen templates): :func:`_plan`."""
