@@ -165,3 +165,19 @@ def test_plain_pairs_layers_are_the_loops(layers):
     expected = [_layer(layer, own) for layer, own in zip(given, builder.rows_a.take("layer", index_a), strict=True)]
     found = builder._plain_layers(index_a, calls)
     assert [(type(v), repr(v)) for v in found] == [(type(v), repr(v)) for v in expected]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_expanded_is_each_group_laid_out_by_a_loop(seed):
+    """The one expansion of groups the pair rows, the unmatched calls and the fused parts share: empty groups, one
+    group, none at all."""
+    import numpy as np
+
+    from workbench.dumps.match_columns import expanded
+
+    rng = random.Random(seed)
+    for sizes in ([], [0], [3], [2, 0, 3], [rng.randrange(0, 5) for _ in range(200)]):
+        owner, within = expanded(np.asarray(sizes, dtype=np.int64))
+        loop = [(g, k) for g, size in enumerate(sizes) for k in range(size)]
+        assert list(zip(owner.tolist(), within.tolist(), strict=True)) == loop
+        assert owner.dtype == within.dtype == np.int64

@@ -156,3 +156,18 @@ def object_array(values):
     array = np.empty(len(values), dtype=object)
     array[:] = values
     return array
+
+
+def expanded(sizes):
+    """(the owner of each of sum(sizes) items, its place within its owner): groups of ``sizes`` laid end to end,
+    e.g. the rows of slices ``starts[g]:starts[g] + sizes[g]`` are ``starts[owner] + within``::
+
+        sizes   [2, 0, 3]
+        owner   [0, 0, 2, 2, 2]
+        within  [0, 1, 0, 1, 2]
+    """
+    import numpy as np
+
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    within = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return owner, within

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from .match_columns import PLAIN, TEXT, listed, object_array, taken
+from .match_columns import PLAIN, TEXT, expanded, listed, object_array, taken
 from .match_combine import COUNTS, NUMBERS, combine_groups, count_values, number
 
 JOINED = ("name", "op", "module_path", "shape", "stack_id", "source")       # a fused tensor's: its parts' joined
@@ -70,9 +70,8 @@ def _inner(flat, starts, sizes) -> tuple:
     there, their sizes)."""
     import numpy as np
 
-    local = np.cumsum(sizes) - sizes
-    at = np.repeat(starts - local, sizes) + np.arange(int(sizes.sum()))
-    return flat[at], local, sizes
+    owner, within = expanded(sizes)
+    return flat[starts[owner] + within], np.cumsum(sizes) - sizes, sizes
 
 
 def _combined(rows, inner: tuple) -> dict:

@@ -9,6 +9,7 @@ sorting by them gives the order of one :func:`pair_rows` per call pair in the or
 from __future__ import annotations
 
 from .match_calls import IO_CODE, IOS, Call, Rows, known
+from .match_columns import expanded
 from .match_names import param_name
 
 PHASES = 3           # places inside an io: phase 0 the zipped rows, 1 A's rows past B's, 2 B's past A's
@@ -130,14 +131,14 @@ def _zipped(pending: PendingPairs, io: str, counts, rows_a: Rows, rows_b: Rows, 
         apart = backward & (size_a != size_b)
         if apart.any():
             for side, start, size, by in ((0, start_a, size_a, by_a), (1, start_b, size_b, by_b)):
-                owner, within = _expanded(np.where(apart, size, 0))
+                owner, within = expanded(np.where(apart, size, 0))
                 texts = [f"backward outputs differ in number (A {x}, B {y}): the frameworks record different "
                          "gradients for this call, so they are not compared slot by slot"
                          for x, y in zip(size_a[owner].tolist(), size_b[owner].tolist(), strict=True)]
                 unmatched.extend(later[owner], major + 1 + side, within, np.full(len(owner), side),
                                  by[start[owner] + within], texts)
             size_a, size_b = np.where(apart, 0, size_a), np.where(apart, 0, size_b)
-    owner, within = _expanded(np.minimum(size_a, size_b))
+    owner, within = expanded(np.minimum(size_a, size_b))
     at_a, at_b = by_a[start_a[owner] + within], by_b[start_b[owner] + within]
     (numel_a, known_a), (numel_b, known_b) = counts
     differ = known_a[at_a] & known_b[at_b] & (numel_a[at_a] != numel_b[at_b])
@@ -151,7 +152,7 @@ def _zipped(pending: PendingPairs, io: str, counts, rows_a: Rows, rows_b: Rows, 
             unmatched.extend(later[owner[differ]], major, 2 * within[differ] + side, np.full(len(texts), side),
                              at[differ], texts)
     for side, start, size, other, by in ((0, start_a, size_a, size_b, by_a), (1, start_b, size_b, size_a, by_b)):
-        owner, within = _expanded(np.maximum(size - other, 0))
+        owner, within = expanded(np.maximum(size - other, 0))
         if not len(owner):
             continue
         place = other[owner] + within                   # its position among its call's rows of this io
@@ -160,15 +161,6 @@ def _zipped(pending: PendingPairs, io: str, counts, rows_a: Rows, rows_b: Rows, 
                                                                              strict=True)]
         unmatched.extend(later[owner], major + 1 + side, within, np.full(len(owner), side), by[start[owner] + place],
                          texts)
-
-
-def _expanded(sizes):
-    """(the owner of each of sum(sizes) items, its place within its owner)."""
-    import numpy as np
-
-    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    within = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return owner, within
 
 
 def pair_rows(rows_a: Rows, call_a: Call, rows_b: Rows, call_b: Call, ops, ios: tuple[str, ...] = IOS

@@ -105,7 +105,7 @@ class Unmatched:
         array of str)."""
         import numpy as np
 
-        from .match_columns import object_array
+        from .match_columns import expanded, object_array
 
         events, positions, reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
         places = np.zeros(len(events), dtype=np.int64)
@@ -114,8 +114,7 @@ class Unmatched:
         if len(numbers):
             by_call, starts = self._tables[side].rows_by_call()
             first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
-            total = int(sizes.sum())
-            within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            _, within = expanded(sizes)
             events = np.concatenate([events, np.repeat(call_events, sizes)])
             places = np.concatenate([places, within])
             positions = np.concatenate([positions, by_call[np.repeat(first, sizes) + within]])
