@@ -58,9 +58,8 @@ def compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOption
 
 
 def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptions):
-    from .compare_result import compare_result, joined_digests
-    from .match import Matching
-    from .unit_join import joined, joined_csv
+    from .formats import load_dump_formats
+    from .msprobe_ahead import scans_ahead, settle
 
     part = parse_part(options.part)
     sources = [_unit_sources(path, side, options) for path, side in ((path_a, "A"), (path_b, "B"))]
@@ -69,10 +68,17 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
     csv = options.output_format == "csv"
     jobs = [(sources[0].get(unit), sources[1].get(unit), noise.get(unit), options.arch, options.mapping, csv)
             for unit in units]
-    if options.workers > 1 and len(jobs) > 1:
+    pool, fmt = options.workers > 1 and len(jobs) > 1, load_dump_formats()
+    with scans_ahead(_dump_files(jobs[:1], fmt), fmt):                # they run while the unit's modules import
         _import_unit_modules()
-        _load_unit_knowledge(options.arch)
-    results = run_units(compare_unit, jobs, options.workers)
+        if pool:
+            _load_unit_knowledge(options.arch)
+            settle()                                                  # no thread across the fork
+        results = run_units(compare_unit, jobs, options.workers)
+    from .compare_result import compare_result, joined_digests
+    from .match import Matching
+    from .unit_join import joined, joined_csv
+
     if not results:
         raise InputError(f"{path_a}, {path_b}", "no (step, rank) to compare" + (f" in part {options.part}" if part else ""),
                          "check --rank/--step, or give fewer parts than units")
@@ -91,10 +97,17 @@ def _compare_dumps(path_a: Path | str, path_b: Path | str, options: CompareOptio
     return result
 
 
+def _dump_files(jobs: list[tuple], fmt) -> list[Path]:
+    """The dump.json files that these jobs read: each source given as a folder is one that holds it
+    (:func:`_unit_sources`)."""
+    return [source / fmt.msprobe["dump_file"] for job in jobs for source in job[:3] if isinstance(source, Path)]
+
+
 def _import_unit_modules() -> None:
-    """What every unit imports, imported once in the parent before the pool forks its workers, which inherit it:
-    otherwise each worker imports pandas, the spec's module views, the verdicts and the knowledge registry again
-    before its first unit (~0.5 s each, on the critical path of ``--workers``)."""
+    """What every unit imports, imported first: in the parent before a pool forks its workers, which inherit it
+    (otherwise each worker imports pandas, the spec's module views, the verdicts and the knowledge registry again
+    before its first unit, ~0.5 s each, on the critical path of ``--workers``), and while the first unit's files
+    are scanned (:mod:`.msprobe_ahead`)."""
     import pandas  # noqa: F401
 
     from ..config import registry  # noqa: F401

@@ -47,19 +47,18 @@ def is_utf8(raw) -> bool:
     return True
 
 
-def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside) -> dict | None:
+def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside,
+                   pending: PendingScan | None = None) -> dict | None:
     """The columns of one dump.json (as the Python reader gives them), or ``None`` when the Python reader must
     decide. ``beside``: the reader's side files (:class:`.msprobe_side.Beside`): ``load()`` runs while the
     scan does, ``infos(names)`` gives ops, module paths, passes and whether any entry is a gradient,
-    ``stacks()`` stack.json's name → stack id."""
-    scanner = library("dumpscan")
-    m = fmt.msprobe
-    if scanner is None or m["scalar_rows"]:
+    ``stacks()`` stack.json's name → stack id. ``pending``: the scan of ``raw``, started earlier
+    (:mod:`.msprobe_ahead`)."""
+    plan = scan_plan(fmt)
+    if plan is None:
         return None
-    layout = _Layout(fmt)
-    if layout.fields is None:
-        return None
-    found = _scan_beside(scanner, raw, layout, beside.load)
+    layout = plan[1]
+    found = (pending or PendingScan(raw, plan)).result(beside.load)
     if found is None:
         return None
     if not is_utf8(raw):
@@ -68,6 +67,16 @@ def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats
         return _columns(raw, found, layout, path, step, rank, fmt, beside)
     except (InputError, ValueError, KeyError):
         return None                                       # the Python reader gives the exact message
+
+
+def scan_plan(fmt: DumpFormats):
+    """(compiled scanner, field layout) for dump.json files of this format, or None where only the Python reader
+    reads them (no compiler, scalar rows, more fields than the scanner takes)."""
+    scanner = library("dumpscan")
+    if scanner is None or fmt.msprobe["scalar_rows"]:
+        return None
+    layout = _Layout(fmt)
+    return None if layout.fields is None else (scanner, layout)
 
 
 class _Layout:
@@ -94,31 +103,40 @@ def _strings(values: list[str]):
         (ctypes.c_int64 * max(len(encoded), 1))(*(len(v) for v in encoded))
 
 
-def _scan_beside(scanner, raw: bytes, layout: _Layout, beside):
-    """:func:`_scan` in a thread (``ctypes`` lets go of the GIL for the C call) while ``beside()`` runs here."""
-    import threading
+class PendingScan:
+    """:func:`_scan` of one dump.json's bytes running in a thread (``ctypes`` lets go of the GIL for the C call),
+    with a :func:`scan_plan`, then ``then()`` in the same thread (a reader's side files, which keep their own
+    errors); :meth:`result` runs ``while_waiting`` here, then joins it."""
 
-    from ..libc import one_heap_for_threads
+    def __init__(self, raw, plan, then=None) -> None:
+        import threading
 
-    one_heap_for_threads()
-    result: list = []
+        from ..libc import one_heap_for_threads
 
-    def work() -> None:
+        one_heap_for_threads()
+        self.raw, self.outcome = raw, []
+        self.thread = threading.Thread(target=self._work, args=(*plan, then), name="dumpscan", daemon=True)
+        self.thread.start()
+
+    def _work(self, scanner, layout, then) -> None:
         try:
-            result.append((_scan(scanner, raw, layout), None))
-        except Exception as error:                 # noqa: BLE001 - raised below, in the reading thread
-            result.append((None, error))
+            self.outcome.append((_scan(scanner, self.raw, layout), None))
+        except Exception as error:                 # noqa: BLE001 - raised by result(), in the reading thread
+            self.outcome.append((None, error))
+        if then is not None:
+            then()
 
-    thread = threading.Thread(target=work, name="dumpscan", daemon=True)
-    thread.start()
-    try:
-        beside()
-    finally:
-        thread.join()
-    found, error = result[0]
-    if error is not None:
-        raise error
-    return found
+    def result(self, while_waiting=None):
+        """The scan's arrays (None: the Python reader decides); its error raised here."""
+        try:
+            if while_waiting is not None:
+                while_waiting()
+        finally:
+            self.thread.join()
+        found, error = self.outcome[0]
+        if error is not None:
+            raise error
+        return found
 
 
 def _scan(scanner, raw: bytes, layout: _Layout):

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..input_files import JSON_DEPTH_LIMIT, decode_utf8, json_depth, parse_json
 from .formats import DumpFormats, load_dump_formats
+from .msprobe_ahead import take
 from .msprobe_native import native_columns
 from ..native import scanned_bytes
 from ..gc_pause import gc_paused
@@ -87,9 +88,9 @@ def read_dump_json(path: Path, *, step: int = 0, rank: int = 0, fmt: DumpFormats
 
 def _read_dump_json(path: Path, step: int, rank: int, fmt: DumpFormats) -> dict:
     what = "msprobe dump.json"
-    raw = scanned_bytes("dumpscan", path, what)
-    beside = Beside(path.parent, fmt, entry_infos)
-    found = native_columns(raw, str(path), step, rank, fmt, beside)
+    pending, beside = take(path, fmt) or (None, Beside(path.parent, fmt, entry_infos))   # or started ahead
+    raw = pending.raw if pending is not None else scanned_bytes("dumpscan", path, what)
+    found = native_columns(raw, str(path), step, rank, fmt, beside, pending)
     if found is not None:
         return found
     raw = bytes(raw)                                           # the Python reader and json take bytes
