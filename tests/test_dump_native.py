@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from workbench_testing import fixtures_dir
 
-from workbench.dumps import msprobe_native
+from workbench.dumps import msprobe_native, msprobe_scan
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.readers_msprobe import read_dump_json, read_msprobe
 from workbench.dumps.rows import table_from_columns
@@ -262,10 +262,10 @@ def test_capacity_follows_content_not_bracket_counts(tmp_path, monkeypatch):
     path = _dump(tmp_path, None, b'{"data": {"a": {"output": [' + b"{" * 5_000_000)
     monkeypatch.setenv("WORKBENCH_NATIVE", "1")
     raw = path.read_bytes()
-    layout = msprobe_native._Layout(load_dump_formats())
+    layout = msprobe_scan.Layout(load_dump_formats())
     tracemalloc.start()
     try:
-        assert msprobe_native._scan(library("dumpscan"), raw, layout) is None
+        assert msprobe_scan.scan(library("dumpscan"), raw, layout) is None
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -274,7 +274,7 @@ def test_capacity_follows_content_not_bracket_counts(tmp_path, monkeypatch):
 
 
 def test_many_records_grow_the_capacity(tmp_path, monkeypatch):
-    monkeypatch.setattr(msprobe_native, "START", 4)                 # every capacity fills several times
+    monkeypatch.setattr(msprobe_scan, "START", 4)                 # every capacity fills several times
     data = {f"Tensor.add.{i}.forward": {"input_args": [TENSOR, dict(TENSOR, shape=[i])], "output": [TENSOR]}
             for i in range(50)}
     kind, table = _same(_read(_dump(tmp_path, data)), monkeypatch, expect_native=True)

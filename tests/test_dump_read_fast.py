@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.dumps import msprobe_native
+from workbench.dumps import msprobe_scan
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.msprobe_arrays import by_id, counts, distinct, integers
 from workbench.dumps.msprobe_side import read_construct, read_stacks
@@ -215,7 +215,7 @@ def test_a_failing_scan_thread_raises_in_the_reader(tmp_path, monkeypatch):
     def scan(*_):
         raise MemoryError("no room")
 
-    monkeypatch.setattr(msprobe_native, "_scan", scan)
+    monkeypatch.setattr(msprobe_scan, "scan", scan)
     monkeypatch.setenv("WORKBENCH_NATIVE", "1")
     with pytest.raises(MemoryError, match="no room"):
         read_msprobe(root)
@@ -290,7 +290,7 @@ def test_regular_stack_json_is_scanned_not_decoded(tmp_path, monkeypatch):
 def test_stack_json_beyond_the_first_capacity(tmp_path, monkeypatch):
     """More ids and names than the scanner's first arrays hold (START): the scan is repeated with larger ones
     and gives json's mapping."""
-    count = msprobe_native.START + 5
+    count = msprobe_scan.START + 5
     stack = tmp_path / "stack.json"
     stack.write_text("{" + ",".join(f'"{i}":[["n{i}"],[]]' for i in range(count)) + "}")
     monkeypatch.setenv("WORKBENCH_NATIVE", "0")

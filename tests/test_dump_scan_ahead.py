@@ -10,7 +10,7 @@ from dump_tables import benchmark_module
 import pandas as pd
 import pytest
 
-from workbench.dumps import msprobe_ahead, msprobe_native
+from workbench.dumps import msprobe_ahead, msprobe_scan
 from workbench.dumps.compare_run import CompareOptions, compare_dumps
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.readers_msprobe import read_msprobe
@@ -30,10 +30,10 @@ def _write(folder: Path, framework: str = "pytorch", rows: int = 400, seed: int 
 def scans(monkeypatch):
     """Every PendingScan made, and whether the reader's was one started ahead."""
     made, results = [], []
-    init, result = msprobe_native.PendingScan.__init__, msprobe_native.PendingScan.result
-    monkeypatch.setattr(msprobe_native.PendingScan, "__init__",
+    init, result = msprobe_scan.PendingScan.__init__, msprobe_scan.PendingScan.result
+    monkeypatch.setattr(msprobe_scan.PendingScan, "__init__",
                         lambda self, *a, **k: made.append(self) or init(self, *a, **k))
-    monkeypatch.setattr(msprobe_native.PendingScan, "result",
+    monkeypatch.setattr(msprobe_scan.PendingScan, "result",
                         lambda self, *a: results.append(self) or result(self, *a))
     return made, results
 

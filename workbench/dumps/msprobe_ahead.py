@@ -35,7 +35,7 @@ def start(paths, fmt: DumpFormats) -> None:
     """Start the compiled scan of each dump.json path (none where the scanner does not take this format)."""
     from ..native import scanned_bytes
     from .msprobe_entries import entry_infos
-    from .msprobe_native import PendingScan, scan_plan
+    from .msprobe_scan import PendingScan, scan_plan
     from .msprobe_side import Beside
 
     plan = scan_plan(fmt)
@@ -67,7 +67,7 @@ def take(path: Path | str, fmt: DumpFormats):
 
 def settle() -> None:
     """Wait for every started scan (before a fork); they stay to be taken."""
-    for _fmt, _identity_, pending, _beside in _AHEAD.values():
+    for *_started, pending, _beside in _AHEAD.values():
         pending.thread.join()
 
 

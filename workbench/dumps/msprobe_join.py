@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 
 from ..native import address, library
-from .msprobe_native import FULL, OK, START
+from .msprobe_scan import FULL, OK, START
 
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
 

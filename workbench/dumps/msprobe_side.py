@@ -21,7 +21,8 @@ from ..native import address, library, scanned_bytes
 from .formats import DumpFormats
 from .msprobe_join import Construct, entry_parents, join, scan_construct
 from .msprobe_lines import spans
-from .msprobe_native import FULL, OK, START, is_utf8, texts
+from .msprobe_native import is_utf8, texts
+from .msprobe_scan import FULL, OK, START
 from .msprobe_sink import FIX
 
 _INT64_P = ctypes.POINTER(ctypes.c_int64)
