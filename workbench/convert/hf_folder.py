@@ -78,7 +78,7 @@ class FolderSink:
                 (self.staging / CONFIG_FILE).write_text(text, encoding="utf-8")
                 names.append(CONFIG_FILE)
             os.chmod(self.staging, folder_mode())
-            _swap_in(self.staging, self.path)
+            swap_in(self.staging, self.path)
         except BaseException:
             self.abort()
             raise
@@ -102,7 +102,7 @@ class FolderSink:
             self.finish()
 
 
-def _swap_in(staging: Path, target: Path) -> None:
+def swap_in(staging: Path, target: Path) -> None:
     """Rename ``staging`` to ``target``; an existing target is moved aside first and removed after."""
     if not target.exists() and not target.is_symlink():
         os.rename(staging, target)

@@ -97,13 +97,13 @@ class Staging:
         """
         if self.folder is None:
             return files
-        from .hf_folder import _swap_in
+        from .hf_folder import swap_in
 
         final = [self.destination / file.relative_to(self.path) if file != self.path else self.destination
                  for file in files]
         try:
             if self.path.is_dir():
-                _swap_in(self.path, self.destination)
+                swap_in(self.path, self.destination)
             else:
                 os.replace(self.path, self.destination)
         except OSError as error:

@@ -37,12 +37,12 @@ def _first_batch(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def dump_torch_side(spec: dict) -> None:
     from ..reference import torch_model, torch_train
-    from ..reference.runner import _megatron_checkpoint_weights
+    from ..reference.runner import megatron_checkpoint_weights
     from .msprobe_dump import dump_torch
 
     model, train = _configs(spec)
     net = torch_model.build_model(model, train.precision, seed=train.seed)
-    torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(Path(spec["weights"])))
+    torch_train.load_numpy_weights(net, megatron_checkpoint_weights(Path(spec["weights"])))
     tokens, labels = _first_batch(spec["batches"])
     dump_torch(net, tokens, labels, Path(spec["out"]))
 
@@ -53,7 +53,7 @@ def dump_mindspore_side(spec: dict) -> None:
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_device("CPU")
     from ..reference import ms_model
-    from ..reference.runner import _mindspore_checkpoint_weights
+    from ..reference.runner import mindspore_checkpoint_weights
     from .msprobe_dump import dump_mindspore
 
     from .faults import plant_in_code
@@ -65,7 +65,7 @@ def dump_mindspore_side(spec: dict) -> None:
     if code_fault is not None:
         model, train, faults, _ = plant_in_code(code_fault, model, train)
     net = ms_model.build_model(model, train.precision, seed=train.seed, faults=faults)
-    ms_model.set_weights(net, _mindspore_checkpoint_weights(Path(spec["weights"])))
+    ms_model.set_weights(net, mindspore_checkpoint_weights(Path(spec["weights"])))
     tokens, labels = _first_batch(spec["batches"])
     dump_mindspore(net, np.concatenate([tokens, labels[:, -1:]], axis=1), Path(spec["out"]))
 

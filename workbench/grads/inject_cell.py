@@ -28,7 +28,7 @@ import numpy as np
 from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 
 from ..errors import InputError
-from ..reference.ms_train import _norms_and_clip
+from ..reference.ms_train import norms_and_clip
 from .captured import BEFORE, CapturedStep, open_captured_step
 from .inject import gradients_in_order
 
@@ -132,7 +132,7 @@ class InjectTrainOneStepCell(nn.Cell):
         if self.at == BEFORE_CLIP:
             grads = self.injection(grads)
         overflow = ops.logical_not(all_finite(grads))
-        grads, _, global_norm = _norms_and_clip(grads, self.max_grad_norm)
+        grads, _, global_norm = norms_and_clip(grads, self.max_grad_norm)
         if self.at == AFTER_CLIP:
             grads = self.injection(grads)
         if not overflow:

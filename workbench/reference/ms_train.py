@@ -80,7 +80,7 @@ def _make_optimizer(train: TrainConfig, decayed: list, rest: list,
     raise ValueError(f"train.optimizer: expected 'adamw' or 'adam_weight_decay', got {train.optimizer!r}")
 
 
-def _norms_and_clip(grads: tuple, max_norm: float):
+def norms_and_clip(grads: tuple, max_norm: float):
     """local sums of squares (fp32), global norm, grads scaled by min(max/(norm+1e-6), 1)."""
     squares = [ops.sum(ops.square(ops.cast(g, ms.float32))) for g in grads]
     local = ops.stack(squares)
@@ -113,7 +113,7 @@ class MindFormersStyleTrainer:
 
         def forward_backward(input_ids, labels):
             loss, grads = grad_fn(input_ids, labels)
-            clipped, local, global_norm = _norms_and_clip(grads, clip)
+            clipped, local, global_norm = norms_and_clip(grads, clip)
             return loss, grads, clipped, local, global_norm
 
         self._forward_backward = ms.jit(forward_backward) if jit else forward_backward
@@ -172,7 +172,7 @@ class MindFormersStyleTrainer:
             loss = float(loss.asnumpy())
         if grads is not None:
             raw = self._injected(grads)
-            clipped, local, global_norm = _norms_and_clip(raw, float(self.train_config.clip_grad))
+            clipped, local, global_norm = norms_and_clip(raw, float(self.train_config.clip_grad))
         lr = self.lr_at(self.updates)
         self._set_lr(lr)
         self._apply(clipped)

@@ -152,7 +152,7 @@ def _megatron_trainer(spec: RunSpec):
     net = torch_model.build_model(spec.model, spec.train.precision, seed=spec.train.seed)
     if spec.init is not None:
         with _fitting(spec.init):
-            torch_train.load_numpy_weights(net, _megatron_checkpoint_weights(spec.init))
+            torch_train.load_numpy_weights(net, megatron_checkpoint_weights(spec.init))
     return lambda: torch_train.MegatronStyleTrainer(net, spec.train), net
 
 
@@ -166,7 +166,7 @@ def _fitting(path: Path):
                          "pass --config with the model the checkpoint was written for") from None
 
 
-def _megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
+def megatron_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
     """Full tensors of a Megatron legacy checkpoint (TP/PP shards merged by MegatronLegacySource), as fp32."""
     from ..tensors.base import cast
     from ..tensors.megatron_legacy import MegatronLegacySource
@@ -188,7 +188,7 @@ def _mindformers_trainer(spec: RunSpec):
     net = ms_model.build_model(model, train.precision, seed=train.seed, qkv_concat=spec.qkv_concat, faults=faults)
     if spec.init is not None:
         with _fitting(spec.init):
-            ms_model.set_weights(net, _mindspore_checkpoint_weights(spec.init))
+            ms_model.set_weights(net, mindspore_checkpoint_weights(spec.init))
     return lambda: ms_train.MindFormersStyleTrainer(net, train, jit=spec.jit, faults=optimizer_faults), net
 
 
@@ -201,7 +201,7 @@ def _injected_gradients(spec: RunSpec) -> dict[str, np.ndarray]:
         return {name: captured.read(GRADS, name) / scale for name in captured.names}
 
 
-def _mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
+def mindspore_checkpoint_weights(path: Path) -> dict[str, np.ndarray]:
     """The tensors of a MindSpore ``.ckpt`` (already checked by the workbench's reader in :func:`_check`)."""
     return {name: value.asnumpy() for name, value in load_mindspore_checkpoint(path).items()}
 

@@ -59,7 +59,7 @@ def formats_for(arch: ArchSpec, framework: str) -> list[str]:
     return [fmt for fmt in arch.formats if fmt == framework or fmt.startswith(framework + "_")]
 
 
-def _best(fits: list[FormatFit], allow_unmatched: bool = False) -> list[FormatFit]:
+def best_fits(fits: list[FormatFit], allow_unmatched: bool = False) -> list[FormatFit]:
     """Fits that match every name (fewest unused rules first). ``allow_unmatched`` (the user passed
     --allow-unmapped): if none matches every name, the fits with the most matches and fewest extras."""
     good = [fit for fit in fits if fit.fits]
@@ -83,7 +83,7 @@ def detect_format(names: Iterable[str] | Mapping[str, TensorMeta], arch: ArchSpe
     metas = names if isinstance(names, Mapping) else None
     names = list(names)
     fits = format_fits(names, arch, candidates)
-    best = _best(fits, allow_unmatched)
+    best = best_fits(fits, allow_unmatched)
     if len(best) > 1 and metas is not None:
         best = [fit for fit in best if shapes_consistent(metas, fit.format, arch)] or best
     if len(best) == 1:
@@ -135,7 +135,7 @@ def _ranked(names: list[str], skeletons: list[str], archs: Iterable[str], allow_
     for arch_name in archs:
         fits = format_fits(names, load_arch(arch_name), skeletons=skeletons)
         all_fits += fits
-        best = _best(fits, allow_unmatched)
+        best = best_fits(fits, allow_unmatched)
         if best:
             ranked.append(((len(best[0].unmatched), best[0].unused_rules), arch_name, [fit.format for fit in best]))
     return ranked, all_fits

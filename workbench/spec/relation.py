@@ -86,9 +86,9 @@ def naming_format(names: list[str], arch: ArchSpec, allow_unmatched: bool = True
     MindFormers mcore differ only in layouts) are one answer when every name holds the same
     logical tensors under each of them; otherwise the tie is an error, as in conversion."""
     from ..errors import InputError
-    from .detect import _best, format_fits
+    from .detect import best_fits, format_fits
 
-    best = _best(format_fits(names, arch), allow_unmatched)
+    best = best_fits(format_fits(names, arch), allow_unmatched)
     if not best:
         from .detect import detect_format
         return detect_format(names, arch, allow_unmatched=allow_unmatched)     # raises with the closest fit
