@@ -165,6 +165,8 @@ def test_unmatched_events_are_the_dict_of_first_reasons(seed):
                 for index in call.rows:
                     expected[side].setdefault(index, text)
     described.clear()
+    assert [unmatched.count(side) for side in "AB"] == [len(expected[side]) for side in "AB"]
+    assert not described                        # counting makes no reason
     for side in "AB":
         positions, reasons = unmatched.found(side)
         assert list(zip(positions.tolist(), reasons.tolist(), strict=True)) == list(expected[side].items())
@@ -175,7 +177,7 @@ def test_nothing_unmatched():
     from workbench.dumps.match_unmatched import Unmatched
 
     positions, reasons = Unmatched().found("A")
-    assert positions.tolist() == [] and reasons.tolist() == []
+    assert positions.tolist() == [] and reasons.tolist() == [] and Unmatched().count("A") == 0
 
 
 def _pair_side(rng: random.Random, side: str, calls: int, backward: bool) -> list[dict]:

@@ -65,16 +65,19 @@ class Unmatched:
         self._numbered[side].append((self._events, numbers, reason))
         self._events += len(numbers)
 
-    def _numbered_calls(self, side: str) -> tuple:
+    def _numbered_calls(self, side: str, reasons: bool = True) -> tuple:
         """(events, call numbers, reason numbers) of the calls given by :meth:`numbered`, as int64 arrays (in no
-        particular order: :meth:`found` sorts by event)."""
+        particular order: :meth:`found` sorts by event); without ``reasons`` every reason number is 0 and no reason
+        is made."""
         import numpy as np
 
         parts = [(np.zeros(0, dtype=np.int64),) * 3]
         by_describe: dict = {}
         for first, numbers, reason in self._numbered[side]:
             events = first + np.arange(len(numbers), dtype=np.int64)
-            if isinstance(reason, str):
+            if not reasons:
+                parts.append((events, numbers, np.zeros(len(numbers), dtype=np.int64)))
+            elif isinstance(reason, str):
                 number = self._reasons.setdefault(reason, len(self._reasons))
                 parts.append((events, numbers, np.full(len(numbers), number, dtype=np.int64)))
             else:
@@ -105,27 +108,45 @@ class Unmatched:
         array of str)."""
         import numpy as np
 
-        from .match_columns import expanded, object_array
+        from .match_columns import object_array
 
-        events, positions, reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
-        places = np.zeros(len(events), dtype=np.int64)
-        call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
-                                              zip(self._calls[side], self._numbered_calls(side), strict=True))
-        if len(numbers):
-            by_call, starts = self._tables[side].rows_by_call()
-            first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
-            _, within = expanded(sizes)
-            events = np.concatenate([events, np.repeat(call_events, sizes)])
-            places = np.concatenate([places, within])
-            positions = np.concatenate([positions, by_call[np.repeat(first, sizes) + within]])
-            reasons = np.concatenate([reasons, np.repeat(call_reasons, sizes)])
-        for block_events, block_places, block_positions, block_reasons in self._blocks[side]:
-            events, places = np.concatenate([events, block_events]), np.concatenate([places, block_places])
-            positions = np.concatenate([positions, block_positions])
-            reasons = np.concatenate([reasons, block_reasons])
+        events, places, positions, reasons = self._expanded(side, reasons=True)
         order = np.lexsort((places, events))                    # a call's rows in their order
         positions, reasons = positions[order], reasons[order]
         _, firsts = np.unique(positions, return_index=True)
         kept = np.sort(firsts)                                  # each row at its first reason
         texts = object_array(list(self._reasons))
         return positions[kept], texts[reasons[kept]]
+
+    def count(self, side: str) -> int:
+        """How many rows of ``side`` are unmatched (``len(found(side)[0])``), without ordering them or making the
+        reasons of the calls given by :meth:`numbered` (a CSV report counts the unmatched rows only)."""
+        import numpy as np
+
+        positions = self._expanded(side, reasons=False)[2]
+        if not len(positions):
+            return 0
+        seen = np.zeros(int(positions.max()) + 1, dtype=bool)     # a mask, not np.unique's sort of 250k positions
+        seen[positions] = True
+        return int(np.count_nonzero(seen))
+
+    def _expanded(self, side: str, reasons: bool) -> tuple:
+        """(events, places, row positions, reason numbers) of every unmatched row event of ``side``, a call's rows
+        expanded, as int64 arrays in no particular order (``reasons``: see :meth:`_numbered_calls`)."""
+        import numpy as np
+
+        from .match_columns import expanded
+
+        events, positions, row_reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
+        places = np.zeros(len(events), dtype=np.int64)
+        call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
+                                              zip(self._calls[side], self._numbered_calls(side, reasons), strict=True))
+        parts = [(events, places, positions, row_reasons)]
+        if len(numbers):
+            by_call, starts = self._tables[side].rows_by_call()
+            first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
+            _, within = expanded(sizes)
+            parts.append((np.repeat(call_events, sizes), within, by_call[np.repeat(first, sizes) + within],
+                          np.repeat(call_reasons, sizes)))
+        parts.extend(self._blocks[side])
+        return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
