@@ -65,19 +65,16 @@ class Unmatched:
         self._numbered[side].append((self._events, numbers, reason))
         self._events += len(numbers)
 
-    def _numbered_calls(self, side: str, reasons: bool = True) -> tuple:
+    def _numbered_calls(self, side: str) -> tuple:
         """(events, call numbers, reason numbers) of the calls given by :meth:`numbered`, as int64 arrays (in no
-        particular order: :meth:`found` sorts by event); without ``reasons`` every reason number is 0 and no reason
-        is made."""
+        particular order: :meth:`found` sorts by event)."""
         import numpy as np
 
         parts = [(np.zeros(0, dtype=np.int64),) * 3]
         by_describe: dict = {}
         for first, numbers, reason in self._numbered[side]:
             events = first + np.arange(len(numbers), dtype=np.int64)
-            if not reasons:
-                parts.append((events, numbers, np.zeros(len(numbers), dtype=np.int64)))
-            elif isinstance(reason, str):
+            if isinstance(reason, str):
                 number = self._reasons.setdefault(reason, len(self._reasons))
                 parts.append((events, numbers, np.full(len(numbers), number, dtype=np.int64)))
             else:
@@ -110,7 +107,7 @@ class Unmatched:
 
         from .match_columns import object_array
 
-        events, places, positions, reasons = self._expanded(side, reasons=True)
+        events, places, positions, reasons = self._expanded(side)
         order = np.lexsort((places, events))                    # a call's rows in their order
         positions, reasons = positions[order], reasons[order]
         _, firsts = np.unique(positions, return_index=True)
@@ -123,30 +120,41 @@ class Unmatched:
         reasons of the calls given by :meth:`numbered` (a CSV report counts the unmatched rows only)."""
         import numpy as np
 
-        positions = self._expanded(side, reasons=False)[2]
+        numbers = np.concatenate([np.asarray(self._calls[side][1], dtype=np.int64),
+                                  *(numbers for _, numbers, _ in self._numbered[side])])
+        positions = np.concatenate([np.asarray(self._rows[side][1], dtype=np.int64), self._call_rows(side, numbers)[2],
+                                    *(block[2] for block in self._blocks[side])])
         if not len(positions):
             return 0
         seen = np.zeros(int(positions.max()) + 1, dtype=bool)     # a mask, not np.unique's sort of 250k positions
         seen[positions] = True
         return int(np.count_nonzero(seen))
 
-    def _expanded(self, side: str, reasons: bool) -> tuple:
+    def _expanded(self, side: str) -> tuple:
         """(events, places, row positions, reason numbers) of every unmatched row event of ``side``, a call's rows
-        expanded, as int64 arrays in no particular order (``reasons``: see :meth:`_numbered_calls`)."""
+        expanded, as int64 arrays in no particular order."""
         import numpy as np
-
-        from .match_columns import expanded
 
         events, positions, row_reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
         places = np.zeros(len(events), dtype=np.int64)
         call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
-                                              zip(self._calls[side], self._numbered_calls(side, reasons), strict=True))
-        parts = [(events, places, positions, row_reasons)]
-        if len(numbers):
-            by_call, starts = self._tables[side].rows_by_call()
-            first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
-            _, within = expanded(sizes)
-            parts.append((np.repeat(call_events, sizes), within, by_call[np.repeat(first, sizes) + within],
-                          np.repeat(call_reasons, sizes)))
-        parts.extend(self._blocks[side])
+                                              zip(self._calls[side], self._numbered_calls(side), strict=True))
+        sizes, within, call_positions = self._call_rows(side, numbers)
+        parts = [(events, places, positions, row_reasons),
+                 (np.repeat(call_events, sizes), within, call_positions, np.repeat(call_reasons, sizes)),
+                 *self._blocks[side]]
         return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
+
+    def _call_rows(self, side: str, numbers) -> tuple:
+        """(each call's row count, each row's place in its call, the rows' positions) of the calls numbered
+        ``numbers`` (int64 array) of ``side``, the calls one after the other."""
+        import numpy as np
+
+        from .match_columns import expanded
+
+        if not len(numbers):
+            return (np.zeros(0, dtype=np.int64),) * 3
+        by_call, starts = self._tables[side].rows_by_call()
+        first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
+        _, within = expanded(sizes)
+        return sizes, within, by_call[np.repeat(first, sizes) + within]
