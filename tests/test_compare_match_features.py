@@ -232,3 +232,19 @@ def test_pending_pairs_are_pair_rows_per_pair(seed, counts):
     order = np.lexsort((u_place, u_event)).tolist()
     assert [(u_event[k], "AB"[side[k]], position[k], reasons[k]) for k in order] == expected_unmatched
     assert all(any(text in r for r in reasons) for text in ("backward outputs", "element counts", "has no", "parameter"))
+
+
+def test_hash_powers_and_text_codes_are_numpy_and_pandas_own():
+    """The hash's powers by one running product are np.power's (modulo 2 ** 64, past the wrap), and the text codes
+    factorized without the missing-value pass are pd.factorize's with missing values kept, also where some are."""
+    import pandas as pd
+
+    places = np.arange(3000, dtype=np.uint64)
+    assert np.array_equal(match_features._powers(3000)[places.astype(np.int64)],
+                          np.power(np.uint64(match_features.HASH_BASE), places))
+    for values in (["a", "b", "a"], ["a", None, "b", None], [None], [], [math.nan, "x", pd.NA, None, "x"]):
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+        (codes, uniques), (want, distinct) = match_features._factorized(array), pd.factorize(array,
+                                                                                              use_na_sentinel=False)
+        assert np.array_equal(codes, want) and list(map(repr, uniques)) == list(map(repr, distinct))
