@@ -8,7 +8,7 @@ sorting by them gives the order of one :func:`pair_rows` per call pair in the or
 """
 from __future__ import annotations
 
-from .match_calls import IO_CODE, IOS, Call, Rows, known
+from .match_calls import IO_CODE, IOS, Call, Rows, call_numbers, known
 from .match_columns import expanded
 from .match_names import param_name
 
@@ -39,7 +39,7 @@ class PendingPairs:
         pairs, unmatched = _Collected(texts=False), _Collected(texts=True)
         if not self.calls_a:
             return pairs.arrays(), unmatched.arrays()
-        numbers = [_call_numbers(calls) for calls in (self.calls_a, self.calls_b)]     # once for every io
+        numbers = [call_numbers(calls) for calls in (self.calls_a, self.calls_b)]     # once for every io
         if any(found is None for found in counts):
             ios = ("input", "output", "parameter")
         else:
@@ -108,16 +108,9 @@ def _counts(rows: Rows):
     return None
 
 
-def _call_numbers(calls: list):
-    """Each call's number in its side's CallIndex (an int64 array)."""
-    import numpy as np
-
-    return np.fromiter((call.index for call in calls), np.int64, len(calls))
-
-
 def _slices(calls: list, numbers, code: int) -> tuple:
     """(where each call's rows of io ``code`` start in its side's by_io, how many, by_io as an array); ``numbers``:
-    :func:`_call_numbers` of ``calls``."""
+    :func:`.match_calls.call_numbers` of ``calls``."""
     index = calls[0].table
     at = index.io_at_array
     starts = at[4 * numbers + code]
@@ -137,7 +130,7 @@ class _Arrays:
                                     len(pending.calls_a))
 
 
-def _zipped(pending: PendingPairs, arrays: _Arrays, io: str, call_numbers: list, counts, rows_a: Rows, rows_b: Rows,
+def _zipped(pending: PendingPairs, arrays: _Arrays, io: str, side_numbers: list, counts, rows_a: Rows, rows_b: Rows,
             pairs: _Collected, unmatched: _Collected) -> None:
     """One io (input or output) of every pending call pair: :func:`pair_rows`' loop over it, with arrays."""
     import numpy as np
@@ -145,7 +138,7 @@ def _zipped(pending: PendingPairs, arrays: _Arrays, io: str, call_numbers: list,
     code = IO_CODE[io]
     major = code * PHASES
     (start_a, size_a, by_a), (start_b, size_b, by_b) = (_slices(calls, numbers, code) for calls, numbers in
-                                                        zip((pending.calls_a, pending.calls_b), call_numbers,
+                                                        zip((pending.calls_a, pending.calls_b), side_numbers,
                                                             strict=True))
     events, numbers, later = arrays.events, arrays.numbers, arrays.later
     if io == "output":               # a backward call's outputs (its inputs' gradients) only when as many
