@@ -69,8 +69,9 @@ def _dump_column(rng: random.Random, kind: str, size: int):
     if kind == "string":
         values = [rng.choice(["a", "", "ü,x", None, "MatMul-op1"]) if rng.random() < 0.9 else None for _ in range(size)]
         return pd.Series(values, dtype="string"), values
-    if kind in ("Int64", "Int64_full"):
-        values = [rng.choice([0, 3, -2**63, 2**63 - 1, None if kind == "Int64" else 7]) for _ in range(size)]
+    if kind in ("Int64", "Int64_full", "Int64_none"):
+        values = [None if kind == "Int64_none" else rng.choice([0, 3, -2**63, 2**63 - 1, None if kind == "Int64" else 7])
+                  for _ in range(size)]
         return pd.Series(values, dtype="Int64"), values
     if kind == "int64":
         values = [rng.randint(-2**63, 2**63 - 1) for _ in range(size)]
@@ -86,7 +87,7 @@ EXTRA = [[], [1, 2], [1, None], [1.5, float("nan")], [None], ["x", None], [True]
          [(1, 2)], [-0.0]]
 
 
-@pytest.mark.parametrize("kind", ["string", "Int64", "Int64_full", "int64", "float64", "bool"])
+@pytest.mark.parametrize("kind", ["string", "Int64", "Int64_full", "Int64_none", "int64", "float64", "bool"])
 def test_typed_columns_are_the_inference_of_a_list(kind):
     """A pair-table column made from the dump table's typed column and a list of Python values (fused pairs) has
     the values and the dtype ``pd.Series`` of the whole list infers, reordered; and the rows' order is pandas'

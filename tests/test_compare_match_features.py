@@ -165,6 +165,8 @@ def test_unmatched_events_are_the_dict_of_first_reasons(seed):
                 for index in call.rows:
                     expected[side].setdefault(index, text)
     described.clear()
+    assert [unmatched.count(side) for side in "AB"] == [len(expected[side]) for side in "AB"]
+    assert not described                        # counting makes no reason
     for side in "AB":
         positions, reasons = unmatched.found(side)
         assert list(zip(positions.tolist(), reasons.tolist(), strict=True)) == list(expected[side].items())
@@ -175,7 +177,7 @@ def test_nothing_unmatched():
     from workbench.dumps.match_unmatched import Unmatched
 
     positions, reasons = Unmatched().found("A")
-    assert positions.tolist() == [] and reasons.tolist() == []
+    assert positions.tolist() == [] and reasons.tolist() == [] and Unmatched().count("A") == 0
 
 
 def _pair_side(rng: random.Random, side: str, calls: int, backward: bool) -> list[dict]:
@@ -230,3 +232,19 @@ def test_pending_pairs_are_pair_rows_per_pair(seed, counts):
     order = np.lexsort((u_place, u_event)).tolist()
     assert [(u_event[k], "AB"[side[k]], position[k], reasons[k]) for k in order] == expected_unmatched
     assert all(any(text in r for r in reasons) for text in ("backward outputs", "element counts", "has no", "parameter"))
+
+
+def test_hash_powers_and_text_codes_are_numpy_and_pandas_own():
+    """The hash's powers by one running product are np.power's (modulo 2 ** 64, past the wrap), and the text codes
+    factorized without the missing-value pass are pd.factorize's with missing values kept, also where some are."""
+    import pandas as pd
+
+    places = np.arange(3000, dtype=np.uint64)
+    assert np.array_equal(match_features._powers(3000)[places.astype(np.int64)],
+                          np.power(np.uint64(match_features.HASH_BASE), places))
+    for values in (["a", "b", "a"], ["a", None, "b", None], [None], [], [math.nan, "x", pd.NA, None, "x"]):
+        array = np.empty(len(values), dtype=object)
+        array[:] = values
+        (codes, uniques), (want, distinct) = match_features._factorized(array), pd.factorize(array,
+                                                                                              use_na_sentinel=False)
+        assert np.array_equal(codes, want) and list(map(repr, uniques)) == list(map(repr, distinct))

@@ -205,7 +205,8 @@ def test_csv_units_send_back_only_the_unmatched_side_and_the_summary_is_the_same
     slim = compare_unit(a / "step0" / "rank0", b / "step0" / "rank0", None, None, None, csv=True)
     whole = compare_unit(a / "step0" / "rank0", b / "step0" / "rank0", None, None, None)
     assert list(slim.unmatched.columns) == ["side"] and len(whole.unmatched.columns) > 5
-    assert slim.unmatched["side"].tolist() == whole.unmatched["side"].tolist()
+    assert slim.unmatched.equals(whole.unmatched[["side"]]) and slim.unmatched["side"].dtype == object
+    assert slim.unmatched.index.equals(whole.unmatched.index)
     for workers in (1, 2):
         as_csv = compare_dumps(a, b, CompareOptions(workers=workers, output_format="csv"))
         plain = compare_dumps(a, b, CompareOptions(workers=workers))

@@ -155,6 +155,20 @@ def test_fixtures_torch_vs_mindspore_modules_matched_without_mapping():
     assert {"Functional.layer_norm.0.forward", "Functional.linear.0.forward"} <= set(ops["call_a"])
 
 
+@pytest.mark.parametrize("which", ["both", "a only", "none"])
+def test_unmatched_sides_are_the_side_column_of_the_unmatched_table(which):
+    """What a CSV report keeps of the unmatched rows (their side, counted without their reasons) is the table's
+    ``side`` column: the same values, type and index, also when a side or both are empty."""
+    a, b = _fixture_pair()
+    a, b = {"both": (a, b), "a only": (a, b.iloc[:0]), "none": (a.iloc[:0], b.iloc[:0])}[which]
+    whole = match_dumps(a, b)
+    slim = match_dumps(a, b, unmatched_sides=True)
+    assert list(slim.unmatched.columns) == ["side"] and slim.unmatched.equals(whole.unmatched[["side"]])
+    assert slim.unmatched["side"].dtype == whole.unmatched["side"].dtype
+    assert slim.unmatched.index.equals(whole.unmatched.index) and slim.pairs.equals(whole.pairs)
+    assert which == "none" or set(whole.unmatched["side"]) >= {"A"}
+
+
 def test_mapping_file_adds_pairs_and_bad_mapping_is_one_line_error(tmp_path):
     a, b = _fixture_pair()
     good = tmp_path / "map.yaml"

@@ -114,3 +114,33 @@ def test_compare_result_summary_tables_html_tree_and_xlsx_colours():
     sheet = book["unmatched"]
     status = [c.value for c in sheet[1]].index("status")
     assert sheet.cell(row=2, column=status + 1).fill.start_color.rgb.endswith("D9D9D9")
+
+
+def test_statuses_and_notes_are_each_rows_own():
+    """Every status (pass, warning, error) and note (nan/inf on one side, on both, a dtype note) is what the row's own
+    relative differences, tolerance and nan/inf test give."""
+    import math
+
+    from workbench.dumps.verdict import WARNING_FACTOR, _dtype_note_of, nan_inf_note, relative_differences, tolerance
+
+    table = match_dumps(_torch(), _torch().assign(side="B")).pairs.copy()
+    rng = np.random.default_rng(11)
+    size = len(table)
+    table["b_mean"] = table["a_mean"] * (1 + rng.choice([0.0, 1e-6, 1e-3, 0.05, 2.0], size))
+    table["b_dtype"] = rng.choice(["float32", "bfloat16", "float16"], size)
+    for side in ("a", "b"):
+        table[f"{side}_nan_count"] = rng.choice([0, 0, 0, 2], size)
+        table[f"{side}_max"] = np.where(rng.random(size) < 0.1, math.inf, table[f"{side}_max"])
+    evaluated = evaluate(table.copy())
+    statuses, notes = [], []
+    for row in table.to_dict("records"):
+        note = nan_inf_note(row)
+        finite = [v for v in relative_differences(row).values() if math.isfinite(v)]
+        worst, tol = max(finite, default=math.nan), tolerance(row["a_dtype"], row["b_dtype"])
+        status = ("error" if note else "pass" if not math.isfinite(worst) or worst <= tol else
+                  "warning" if worst <= WARNING_FACTOR * tol else "error")
+        statuses.append(status)
+        notes.append(note or _dtype_note_of(row["a_dtype"], row["b_dtype"]))
+    assert evaluated["status"].tolist() == statuses and evaluated["note"].tolist() == notes
+    assert {"pass", "warning", "error"} <= set(statuses) and len({n for n in notes if "nan/inf" in n}) == 2
+    assert evaluated["status"].dtype == object and evaluated["note"].dtype == object

@@ -10,7 +10,7 @@ import pytest
 from tests.test_compare_fast_matching import EXTRA, _dump_column
 
 
-@pytest.mark.parametrize("kind", ["string", "Int64", "Int64_full", "int64", "float64", "bool"])
+@pytest.mark.parametrize("kind", ["string", "Int64", "Int64_full", "Int64_none", "int64", "float64", "bool"])
 def test_gathered_columns_are_the_joined_ones(kind):
     import numpy as np
     import pandas as pd
@@ -52,7 +52,7 @@ def test_gathered_columns_are_the_joined_ones(kind):
             pd.testing.assert_series_equal(series(by_part, np.arange(total), pd.RangeIndex(total)),
                                            series(joined([taken(rows, "x", positions), fused]), np.arange(total),
                                                   pd.RangeIndex(total)), check_exact=True)
-    assert made or kind == "Int64"              # a column with a missing integer is never gathered
+    assert made or kind == "Int64"      # a column with a missing integer is gathered only when nothing else is in it
 
 
 def test_mixed_parts_are_not_gathered():

@@ -85,6 +85,23 @@ def test_odd_tables_give_to_csv_text(frame):
     assert frame_csv(frame) == frame.to_csv(index=False)
 
 
+def test_cells_quoted_together_are_each_quoted_alone():
+    """The cells one writer quotes in one go (a row each) are what the csv module writes for each cell alone."""
+    import csv
+    import io
+
+    rng = random.Random(5)
+    cells = [*HOSTILE_TEXT, *("".join(rng.choice('a,"\n\r\tü ') for _ in range(rng.randint(0, 9))) for _ in range(300))]
+    alone = []
+    for cell in cells:
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow([cell, ""])
+        alone.append(buffer.getvalue()[:-2])
+    assert csv_text._quoted(cells) == alone and csv_text._quoted([]) == []
+    assert csv_text.quote_cells(cells * 2) == [quoted if csv_text._needs_quotes(cell) else cell
+                                               for cell, quoted in zip(cells * 2, alone * 2, strict=True)]
+
+
 def test_quoted_characters_are_what_the_csv_module_quotes():
     assert set(csv_text.QUOTED) >= {",", '"', "\n"}
     assert all(ord(c) < 128 for c in csv_text.QUOTED)

@@ -206,14 +206,17 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
 
     with gc_paused():
         evaluated, unmatched, sizes, formats, notes = _compare_unit(a_source, b_source, noise_source, arch,
-                                                                    mapping_path)
+                                                                    mapping_path, csv)
         evaluated = in_report_order(evaluated)                         # the report's order: none in the parent
         text = unit_csv(evaluated) if csv else None
-        return UnitOutcome(evaluated, unmatched[["side"]] if csv else unmatched, sizes, formats, notes,
+        return UnitOutcome(evaluated, unmatched, sizes, formats, notes,
                            digest(evaluated, totals=not csv), text)
 
 
-def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None):
+def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None,
+                  sides_only: bool = False):
+    """The unit's evaluated pairs, unmatched rows (``sides_only``: their ``side`` column only), dump sizes, module
+    formats and notes."""
     from .match import match_dumps, spec_resolver
     from .match_mapping import Mapping, load_mapping
     from .verdict import evaluate, noise_spread
@@ -223,7 +226,8 @@ def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pa
     formats, notes = module_formats(a, b, arch)
     resolvers = {side: spec_resolver(*formats[side]) if formats.get(side) else None for side in ("A", "B")}
     mapping = load_mapping(mapping_path) if mapping_path else Mapping()
-    matching = match_dumps(a, b, resolve_a=resolvers["A"], resolve_b=resolvers["B"], mapping=mapping)
+    matching = match_dumps(a, b, resolve_a=resolvers["A"], resolve_b=resolvers["B"], mapping=mapping,
+                           unmatched_sides=sides_only)
     spread = noise_spread(a, noise) if noise is not None and len(noise) else None
     sizes = (len(a), len(b))
     del a, b, noise                           # the dump tables: memory for the verdicts and the report (freed memory

@@ -48,7 +48,10 @@ def spec_resolver(arch: str | None, fmt: str | None) -> Resolver | None:
 
 
 def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver | None = None,
-                mapping: Mapping | None = None, ops: OperatorTable | None = None) -> Matching:
+                mapping: Mapping | None = None, ops: OperatorTable | None = None,
+                unmatched_sides: bool = False) -> Matching:
+    """The pairs and unmatched rows of two dump tables; ``unmatched_sides``: of the unmatched rows only their
+    ``side`` column (:meth:`.match_rows.PairBuilder.unmatched_sides`), which is all a CSV report reads of them."""
     ops = ops or load_operators()
     mapping = mapping or Mapping()
     builder = PairBuilder(a, b)
@@ -70,7 +73,8 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
     del units_a, units_b                       # the calls and the column lists: memory for the tables
     builder.rows_a.release()
     builder.rows_b.release()
-    return Matching(builder.pairs_table(), builder.unmatched_table())
+    return Matching(builder.pairs_table(),
+                    builder.unmatched_sides() if unmatched_sides else builder.unmatched_table())
 
 
 def _units(calls: list[Call]) -> dict[tuple, list[Call]]:

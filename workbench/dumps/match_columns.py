@@ -27,8 +27,12 @@ def taken(rows, field: str, positions) -> tuple:
     if isinstance(dtype, pd.StringDtype):
         return rows.take_objects(field, positions), TEXT
     part = series.take(positions)
-    if isinstance(dtype, pd.Int64Dtype) and not part.isna().any():
-        return part.to_numpy(dtype=np.int64), PLAIN
+    if isinstance(dtype, pd.Int64Dtype):
+        missing = part.isna()
+        if not missing.any():
+            return part.to_numpy(dtype=np.int64), PLAIN
+        if missing.all():
+            return object_values(part), TEXT           # None only
     return object_values(part), None
 
 

@@ -79,13 +79,24 @@ def _text_codes(texts_a: list, texts_b: list, transform):
 
     from .match_columns import object_array
 
-    found = [pd.factorize(object_array(texts), use_na_sentinel=False) for texts in (texts_a, texts_b)]
+    found = [_factorized(object_array(texts)) for texts in (texts_a, texts_b)]
     distinct = [*found[0][1], *found[1][1]]
     if transform is not None:
         distinct = [transform(text) for text in distinct]
     joint = pd.factorize(object_array(distinct), use_na_sentinel=False)[0]
     offset = len(found[0][1])
     return np.concatenate([joint[:offset][found[0][0]], joint[offset:][found[1][0]]]).astype(np.int64)
+
+
+def _factorized(values) -> tuple:
+    """``pd.factorize(values, use_na_sentinel=False)``: without the missing-value pass it makes first when no value is
+    missing (ops and passes are str), which is what its sentinel shows."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values)
+    if len(codes) and codes.min() < 0:
+        return pd.factorize(values, use_na_sentinel=False)
+    return codes, uniques
 
 
 def _sequence_codes(kind, values, lengths, owner):
@@ -101,7 +112,7 @@ def _sequence_codes(kind, values, lengths, owner):
     ends = np.cumsum(lengths)
     starts = ends - lengths
     place = np.arange(len(values), dtype=np.int64) - starts[owner]
-    terms = values.astype(np.uint64) * np.power(np.uint64(HASH_BASE), place.astype(np.uint64))
+    terms = values.astype(np.uint64) * _powers(int(place.max(initial=0)) + 1)[place]
     sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(terms, dtype=np.uint64)])
     hashes = (sums[ends] - sums[starts]).view(np.int64)
     key = tuple_codes((kind, lengths, hashes))
@@ -113,6 +124,16 @@ def _sequence_codes(kind, values, lengths, owner):
     buffer = values.tobytes()
     sequences = [buffer[8 * s:8 * e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
     return tuple_codes((kind, object_array(sequences)))
+
+
+def _powers(count: int):
+    """HASH_BASE ** k modulo 2 ** 64 for k < ``count`` (uint64): what ``np.power`` gives each place, by one running
+    product over the few places instead of a power per value."""
+    import numpy as np
+
+    factors = np.full(count, HASH_BASE, dtype=np.uint64)
+    factors[0] = 1
+    return np.cumprod(factors, dtype=np.uint64)          # wraps modulo 2 ** 64 as np.power's products do
 
 
 def _counts(rows: Rows, as_tuples: bool) -> tuple:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .match_calls import Call
+from .match_calls import Call, call_numbers
 from .match_names import param_name
 
 FUSED_REASON = "inside a fused module: compared at module level on combined statistics"
@@ -28,10 +28,14 @@ def pair_fused(builder, leftovers_a: list[Call], leftovers_b: list[Call], key_a,
     _pair_side(builder, keyed_a, keyed_b, paired, ops, False, used)
     _pair_side(builder, keyed_b, keyed_a, paired, ops, True, used)
     for side, calls in (("A", leftovers_a), ("B", leftovers_b)):
-        other = "B" if side == "A" else "A"
         left = [call for call in calls if id(call) not in used]
-        builder.unmatched_calls(side, left, [f"module {call.module_path!r} has no counterpart in {other}"
-                                             for call in left])
+        if left:               # by number: the reasons made with the table, once per module path (none for a CSV)
+            builder.unmatched_numbers(side, left[0].table, call_numbers(left), _no_counterpart)
+
+
+def _no_counterpart(side: str, op: str, module_path: str) -> str:
+    """The reason a leftover module call of ``side`` is unmatched."""
+    return f"module {module_path!r} has no counterpart in {'B' if side == 'A' else 'A'}"
 
 
 def _pair_side(builder, fused_side: list[tuple], parts_side: list[tuple], paired: dict, ops, swap: bool,

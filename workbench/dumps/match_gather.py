@@ -87,7 +87,7 @@ def _taken(values, missing, positions, dtype):
 def source(rows, field: str):
     """``(values, missing, kind, dtype)`` of a :class:`.match_calls.Rows` column that can be gathered whatever
     positions are taken (a numpy column of a plain dtype, a python string column, a nullable integer column
-    without a missing value); None for any other."""
+    without a missing value, or with nothing else: None only, which is text's type); None for any other."""
     import numpy as np
     import pandas as pd
 
@@ -99,6 +99,8 @@ def source(rows, field: str):
         return series.to_numpy(), None, PLAIN, dtype
     if isinstance(dtype, pd.Int64Dtype):
         array = series.array
+        if len(array) and array._mask.all():      # every value missing (the nan and inf counts of most dumps): None only
+            return _missing_values(len(array)), None, TEXT, np.dtype(object)
         return (None if array._mask.any() else (array._data, None, PLAIN, np.dtype(np.int64)))
     if isinstance(dtype, pd.StringDtype):
         texts = rows._texts.get(field) or rows._text_column(field, series)
@@ -107,6 +109,13 @@ def source(rows, field: str):
         values, missing, any_missing = texts
         return values, missing if any_missing else None, TEXT, np.dtype(object)
     return None
+
+
+def _missing_values(size: int):
+    """An object array of ``size`` None: what a column of nothing but missing values takes its rows from."""
+    import numpy as np
+
+    return np.empty(size, dtype=object)          # numpy fills an object array with None
 
 
 def constant(value, size: int):

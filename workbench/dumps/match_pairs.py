@@ -8,7 +8,7 @@ sorting by them gives the order of one :func:`pair_rows` per call pair in the or
 """
 from __future__ import annotations
 
-from .match_calls import IO_CODE, IOS, Call, Rows, known
+from .match_calls import IO_CODE, IOS, Call, Rows, call_numbers, known
 from .match_columns import expanded
 from .match_names import param_name
 
@@ -39,16 +39,19 @@ class PendingPairs:
         pairs, unmatched = _Collected(texts=False), _Collected(texts=True)
         if not self.calls_a:
             return pairs.arrays(), unmatched.arrays()
+        numbers = [call_numbers(calls) for calls in (self.calls_a, self.calls_b)]     # once for every io
         if any(found is None for found in counts):
             ios = ("input", "output", "parameter")
         else:
             ios = ("parameter",)
+            arrays = _Arrays(self)
             for io in ("input", "output"):
-                _zipped(self, io, counts, rows_a, rows_b, pairs, unmatched)
+                _zipped(self, arrays, io, numbers, counts, rows_a, rows_b, pairs, unmatched)
         chosen = range(len(self.calls_a))
         if len(ios) == 1:                                   # only the pairs with a parameter on either side
             code = IO_CODE["parameter"]
-            chosen = ((_slices(self.calls_a, code)[1] > 0) | (_slices(self.calls_b, code)[1] > 0)).nonzero()[0]
+            chosen = ((_slices(self.calls_a, numbers[0], code)[1] > 0) |
+                      (_slices(self.calls_b, numbers[1], code)[1] > 0)).nonzero()[0]
         for k in chosen.tolist() if len(ios) == 1 else chosen:
             call_a, call_b = self.calls_a[k], self.calls_b[k]
             found, reasons = pair_rows(rows_a, call_a, rows_b, call_b, ops, ios=ios)
@@ -105,30 +108,41 @@ def _counts(rows: Rows):
     return None
 
 
-def _slices(calls: list, code: int) -> tuple:
-    """(where each call's rows of io ``code`` start in its side's by_io, how many, by_io as an array)."""
-    import numpy as np
-
+def _slices(calls: list, numbers, code: int) -> tuple:
+    """(where each call's rows of io ``code`` start in its side's by_io, how many, by_io as an array); ``numbers``:
+    :func:`.match_calls.call_numbers` of ``calls``."""
     index = calls[0].table
     at = index.io_at_array
-    numbers = np.fromiter((call.index for call in calls), np.int64, len(calls))
     starts = at[4 * numbers + code]
     return starts, at[4 * numbers + code + 1] - starts, index.by_io_array
 
 
-def _zipped(pending: PendingPairs, io: str, counts, rows_a: Rows, rows_b: Rows, pairs: _Collected,
-            unmatched: _Collected) -> None:
+class _Arrays:
+    """The pending pairs' events, unmatched events, call pair numbers and backward flags as arrays, made once
+    for both ios."""
+
+    def __init__(self, pending: PendingPairs):
+        import numpy as np
+
+        self.events, self.numbers = np.asarray(pending.events, np.int64), np.asarray(pending.numbers, np.int64)
+        self.later = np.asarray(pending.unmatched, np.int64)
+        self.backward = np.fromiter((call.pass_ == "backward" for call in pending.calls_a), bool,
+                                    len(pending.calls_a))
+
+
+def _zipped(pending: PendingPairs, arrays: _Arrays, io: str, side_numbers: list, counts, rows_a: Rows, rows_b: Rows,
+            pairs: _Collected, unmatched: _Collected) -> None:
     """One io (input or output) of every pending call pair: :func:`pair_rows`' loop over it, with arrays."""
     import numpy as np
 
     code = IO_CODE[io]
     major = code * PHASES
-    (start_a, size_a, by_a), (start_b, size_b, by_b) = _slices(pending.calls_a, code), _slices(pending.calls_b, code)
-    events, numbers = np.asarray(pending.events, np.int64), np.asarray(pending.numbers, np.int64)
-    later = np.asarray(pending.unmatched, np.int64)
+    (start_a, size_a, by_a), (start_b, size_b, by_b) = (_slices(calls, numbers, code) for calls, numbers in
+                                                        zip((pending.calls_a, pending.calls_b), side_numbers,
+                                                            strict=True))
+    events, numbers, later = arrays.events, arrays.numbers, arrays.later
     if io == "output":               # a backward call's outputs (its inputs' gradients) only when as many
-        backward = np.fromiter((call.pass_ == "backward" for call in pending.calls_a), bool, len(pending.calls_a))
-        apart = backward & (size_a != size_b)
+        apart = arrays.backward & (size_a != size_b)
         if apart.any():
             for side, start, size, by in ((0, start_a, size_a, by_a), (1, start_b, size_b, by_b)):
                 owner, within = expanded(np.where(apart, size, 0))
@@ -145,9 +159,10 @@ def _zipped(pending: PendingPairs, io: str, counts, rows_a: Rows, rows_b: Rows, 
     same = ~differ
     pairs.extend(events[owner[same]], major, within[same], at_a[same], at_b[same], numbers[owner[same]])
     if differ.any():
-        shape_a, shape_b = rows_a["shape"], rows_b["shape"]
-        texts = [f"element counts differ: {shape_a[x] or 'scalar'} (A) vs {shape_b[y] or 'scalar'} (B)"
-                 for x, y in zip(at_a[differ].tolist(), at_b[differ].tolist(), strict=True)]
+        shape_a, shape_b = (rows.take_objects("shape", at[differ]).tolist() for rows, at in ((rows_a, at_a),
+                                                                                           (rows_b, at_b)))
+        texts = [f"element counts differ: {x or 'scalar'} (A) vs {y or 'scalar'} (B)"       # the differing rows' only
+                 for x, y in zip(shape_a, shape_b, strict=True)]
         for side, at in ((0, at_a), (1, at_b)):
             unmatched.extend(later[owner[differ]], major, 2 * within[differ] + side, np.full(len(texts), side),
                              at[differ], texts)

@@ -202,6 +202,17 @@ class PairBuilder:
         return _frame(UNMATCHED_COLUMNS, sum(len(positions) for positions, _ in found.values()), column,
                       ("side", "step", "rank", "order"))
 
+    def unmatched_sides(self):
+        """``unmatched_table()[["side"]]`` (all a CSV report keeps of it: each side's count), from the counts alone:
+        ``side`` is the table's first sort key, so the column is A's rows and then B's, whatever the others hold."""
+        import numpy as np
+        import pandas as pd
+
+        if self._plain is None:
+            self.match_pending()
+        sides = np.concatenate([repeated(side, self._unmatched.count(side)) for side in ("A", "B")])
+        return pd.DataFrame({"side": sides}, index=pd.RangeIndex(len(sides)), copy=False)
+
     def _unmatched_gathered(self, name: str, found: dict, layout: Layout):
         """An UNMATCHED_COLUMNS column as a :class:`.match_gather.Gather` of both sides' own arrays, or None."""
         import numpy as np

@@ -105,27 +105,56 @@ class Unmatched:
         array of str)."""
         import numpy as np
 
-        from .match_columns import expanded, object_array
+        from .match_columns import object_array
 
-        events, positions, reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
-        places = np.zeros(len(events), dtype=np.int64)
-        call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
-                                              zip(self._calls[side], self._numbered_calls(side), strict=True))
-        if len(numbers):
-            by_call, starts = self._tables[side].rows_by_call()
-            first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
-            _, within = expanded(sizes)
-            events = np.concatenate([events, np.repeat(call_events, sizes)])
-            places = np.concatenate([places, within])
-            positions = np.concatenate([positions, by_call[np.repeat(first, sizes) + within]])
-            reasons = np.concatenate([reasons, np.repeat(call_reasons, sizes)])
-        for block_events, block_places, block_positions, block_reasons in self._blocks[side]:
-            events, places = np.concatenate([events, block_events]), np.concatenate([places, block_places])
-            positions = np.concatenate([positions, block_positions])
-            reasons = np.concatenate([reasons, block_reasons])
+        events, places, positions, reasons = self._expanded(side)
         order = np.lexsort((places, events))                    # a call's rows in their order
         positions, reasons = positions[order], reasons[order]
         _, firsts = np.unique(positions, return_index=True)
         kept = np.sort(firsts)                                  # each row at its first reason
         texts = object_array(list(self._reasons))
         return positions[kept], texts[reasons[kept]]
+
+    def count(self, side: str) -> int:
+        """How many rows of ``side`` are unmatched (``len(found(side)[0])``), without ordering them or making the
+        reasons of the calls given by :meth:`numbered` (a CSV report counts the unmatched rows only)."""
+        import numpy as np
+
+        numbers = np.concatenate([np.asarray(self._calls[side][1], dtype=np.int64),
+                                  *(numbers for _, numbers, _ in self._numbered[side])])
+        positions = np.concatenate([np.asarray(self._rows[side][1], dtype=np.int64), self._call_rows(side, numbers)[2],
+                                    *(block[2] for block in self._blocks[side])])
+        if not len(positions):
+            return 0
+        seen = np.zeros(int(positions.max()) + 1, dtype=bool)     # a mask, not np.unique's sort of 250k positions
+        seen[positions] = True
+        return int(np.count_nonzero(seen))
+
+    def _expanded(self, side: str) -> tuple:
+        """(events, places, row positions, reason numbers) of every unmatched row event of ``side``, a call's rows
+        expanded, as int64 arrays in no particular order."""
+        import numpy as np
+
+        events, positions, row_reasons = (np.asarray(v, dtype=np.int64) for v in self._rows[side])
+        places = np.zeros(len(events), dtype=np.int64)
+        call_events, numbers, call_reasons = (np.concatenate([np.asarray(v, dtype=np.int64), more]) for v, more in
+                                              zip(self._calls[side], self._numbered_calls(side), strict=True))
+        sizes, within, call_positions = self._call_rows(side, numbers)
+        parts = [(events, places, positions, row_reasons),
+                 (np.repeat(call_events, sizes), within, call_positions, np.repeat(call_reasons, sizes)),
+                 *self._blocks[side]]
+        return tuple(np.concatenate([part[k] for part in parts]) for k in range(4))
+
+    def _call_rows(self, side: str, numbers) -> tuple:
+        """(each call's row count, each row's place in its call, the rows' positions) of the calls numbered
+        ``numbers`` (int64 array) of ``side``, the calls one after the other."""
+        import numpy as np
+
+        from .match_columns import expanded
+
+        if not len(numbers):
+            return (np.zeros(0, dtype=np.int64),) * 3
+        by_call, starts = self._tables[side].rows_by_call()
+        first, sizes = starts[numbers], starts[numbers + 1] - starts[numbers]
+        _, within = expanded(sizes)
+        return sizes, within, by_call[np.repeat(first, sizes) + within]

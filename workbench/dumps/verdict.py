@@ -85,18 +85,29 @@ def evaluate(pairs, noise: dict | None = None, *, in_place: bool = False):
     widened = np.isfinite(spread)
     tol[widened] = np.maximum(tol[widened], NOISE_FACTOR * spread[widened])
     bad = _nan_inf_columns(frame)
-    note = np.where(bad[0] == bad[1], "", np.where(bad[0], "nan/inf only in A", "nan/inf only in B")).astype(object)
-    status = np.where(~np.isfinite(worst) | (worst <= tol), "pass",
-                      np.where(worst <= WARNING_FACTOR * tol, "warning", "error")).astype(object)
-    status[note != ""] = "error"
+    # object arrays taken from a few str by code: np.where of str made a fixed-width text array, then a str per row
+    alike = bad[0] == bad[1]                                # no nan/inf note
+    note = _texts("", "nan/inf only in A", "nan/inf only in B")[np.where(alike, 0, np.where(bad[0], 1, 2))]
+    status = _texts("pass", "warning", "error")[np.where(~np.isfinite(worst) | (worst <= tol), 0,
+                                                         np.where(worst <= WARNING_FACTOR * tol, 1, 2))]
+    status[~alike] = "error"
     dtype_notes = np.array([_dtype_note_of(*pair) for pair in pairs_found], dtype=object)[pair_of]
-    note = np.where(note == "", dtype_notes, note)
+    note = np.where(alike, dtype_notes, note)
     frame["worst_rel"] = worst
     frame["tolerance"] = tol
     frame["noise"] = spread
     frame["note"] = note                          # object arrays of str: what the lists were
     frame["status"] = status
     return frame
+
+
+def _texts(*texts: str):
+    """An object array of ``texts``."""
+    import numpy as np
+
+    array = np.empty(len(texts), dtype=object)
+    array[:] = texts
+    return array
 
 
 def _dtype_pairs(frame) -> tuple:
