@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import repeat
 
+from .api_stems import ends_in_digits
 from .formats import load_dump_formats
 from .match_names import cell_text
-from .match_stems import call_stems
+from .match_stems import CallStems, call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
 
@@ -96,7 +97,8 @@ IO_CODE = {io: code for code, io in enumerate(IOS)}
 @dataclass
 class CallIndex:
     """What :func:`calls_of` knows of a side's calls, by call number (``Call.index``), as arrays and flat lists: no
-    list or dict per call."""
+    list or dict per call. The row positions stay int64 arrays: the few readers of one call's rows (parameters,
+    fused parts) slice them, and a list of every row (200k Python ints a side) was made for them."""
 
     call_of: object          # row -> its call number (int64 array)
     io_rank: object          # row -> its io's place in IOS, 3 for any other io (int8 array)
@@ -104,19 +106,14 @@ class CallIndex:
     ops: list[str]           # call number -> its op text
     passes: list[str]        # call number -> its pass text
     modules: list[str]       # call number -> its module path text
-    by_call: list[int]       # row positions by call, each call's in row (execution) order
-    call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
-    by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
-    io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
-    by_call_array: object    # by_call as an int64 array
-    by_io_array: object      # by_io as an int64 array
-    io_at_array: object      # io_at as an int64 array
+    call_at: object          # call number -> where its rows start in by_call_array (one more: the end; int64 array)
+    by_call_array: object    # row positions by call, each call's in row (execution) order (int64 array)
+    by_io_array: object      # row positions by call, then io (IOS order), then slot, then row (int64 array)
+    io_at_array: object      # 4 * call number + io code -> where those rows start in by_io_array (one more: the end)
 
     def rows_by_call(self) -> tuple:
         """(by_call, call_at) as int64 arrays."""
-        import numpy as np
-
-        return self.by_call_array, np.asarray(self.call_at, dtype=np.int64)
+        return self.by_call_array, self.call_at
 
 
 @dataclass(slots=True)
@@ -136,14 +133,15 @@ class Call:
     @property
     def rows(self) -> list[int]:
         """Its row positions, in execution order."""
-        at = self.table.call_at
-        return self.table.by_call[at[self.index]:at[self.index + 1]]
+        table = self.table
+        start, end = table.call_at[self.index:self.index + 2].tolist()
+        return table.by_call_array[start:end].tolist()
 
     def io_rows(self, io: str) -> list[int]:
         """The positions of its rows of ``io`` (one of IOS), in slot order (ties in row order)."""
-        table = self.table
-        at, code = table.io_at, 4 * self.index + IO_CODE[io]
-        return table.by_io[at[code]:at[code + 1]]
+        table, code = self.table, 4 * self.index + IO_CODE[io]
+        start, end = table.io_at_array[code:code + 2].tolist()
+        return table.by_io_array[start:end].tolist()
 
     @property
     def by_io(self) -> dict[str, list[int]]:
@@ -160,32 +158,42 @@ def calls_of(rows: Rows) -> list[Call]:
     if not rows.size:
         return []
     names, passes = rows["name"], rows["pass"]
-    stem_keys, stems_at = call_stems(names)
-    call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
+    found = call_stems(names)
+    call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), found.keys, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
-    ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
-    at_firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)]
-    firsts = at_firsts.tolist()
-    order_list = by_call.tolist()
+    call_at = np.concatenate([[0], np.cumsum(np.bincount(call_of, minlength=count))])
+    at_firsts = by_call[call_at[:-1]]
     earliest = _earliest(call_of, _integers(rows, "order"), count)
     texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
-    module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
     side, op, module, pass_ = texts
-    stems = stems_at(firsts)
-    is_module = [found is not None for found in map(module_call, stems)]
+    stems = found.at(at_firsts.tolist())
+    is_module = _module_calls(stems, at_firsts, found)
     ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
     io_rank = _io_codes(ios)
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
-    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, order_list, [0, *ends],
-                                              by_io.tolist(), io_at.tolist(), by_call, by_io, io_at)
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at)
     calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
                      repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
+
+
+def _module_calls(stems: list[str], at_firsts, found: CallStems) -> list[bool]:
+    """Whether each call is a module call: its stem matches the YAML's ``module_pattern`` (Module./Cell. calls,
+    dump_formats.yaml). When every match of the pattern ends in a digit (:func:`.api_stems.ends_in_digits`) and the
+    compiled pass read the names (ASCII, no line break: ``\\d`` is [0-9] and ``$`` the end), only the stems that end
+    in a digit are tried: most calls are API calls, whose stems end in their pass."""
+    pattern = load_dump_formats().msprobe["module_pattern"]
+    if found.digit_ends is None or not ends_in_digits(pattern):
+        return [match is not None for match in map(pattern.match, stems)]
+    flags = [False] * len(stems)
+    for i in found.digit_ends(at_firsts).nonzero()[0].tolist():
+        flags[i] = pattern.match(stems[i]) is not None
+    return flags
 
 
 def call_numbers(calls: list[Call]):

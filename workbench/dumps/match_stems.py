@@ -2,32 +2,43 @@
 
 The compiled pass (``workbench/native/callstems.c``) finds each name's stem in the names joined a line each and
 numbers the distinct stems in order of first appearance while it walks them: no str per row and no hashing of
-200k Python strings by ``pd.factorize``. Only the stems of the rows that start a call are made as str. Without the
-library (not built, or ``WORKBENCH_NATIVE=0``), or for names it does not take (not all str, a line break in a name,
-a character outside ASCII), :func:`.match_names.stems_of` gives every stem: the calls are the same either way,
-as numbering the stems instead of the str leaves the order of first appearance unchanged
+200k Python strings by ``pd.factorize``. Only the stems of the rows that start a call are made as str, when asked
+for. Without the library (not built, or ``WORKBENCH_NATIVE=0``), or for names it does not take (not all str, a line
+break in a name, a character outside ASCII), :func:`.match_names.stems_of` gives every stem: the calls are the same
+either way, as numbering the stems instead of the str leaves the order of first appearance unchanged
 (``tests/test_compare_stems.py`` holds both paths equal).
 """
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from typing import Callable
 
 from .. import native
 from .match_names import stems_of
 
 
-def call_stems(names: list) -> tuple[object, Callable[[list[int]], list[str]]]:
-    """(a key per row that is equal exactly where the rows' stems are: an int64 array or the list of stems,
-    the stems of the rows at a list of positions)."""
+@dataclass
+class CallStems:
+    """The stems of a name column: ``keys`` (per row, equal exactly where the rows' stems are: an int64 array or the
+    list of stems), ``at`` (the stems of the rows at a list of positions), ``digit_ends`` (for an int64 array of
+    positions, whether each row's stem ends in an ASCII digit, as a bool array; None where the names were not
+    checked to be ASCII without line breaks)."""
+
+    keys: object
+    at: Callable[[list[int]], list[str]]
+    digit_ends: Callable[[object], object] | None = None
+
+
+def call_stems(names: list) -> CallStems:
     found = _compiled(names)
     if found is not None:
         return found
     stems = stems_of(names)
-    return stems, lambda positions: list(map(stems.__getitem__, positions))
+    return CallStems(stems, lambda positions: list(map(stems.__getitem__, positions)))
 
 
-def _compiled(names: list):
+def _compiled(names: list) -> CallStems | None:
     function = _function() if names else None
     if function is None:
         return None
@@ -49,8 +60,18 @@ def _compiled(names: list):
                                                                                              table)), slots)
     if distinct < 0:                                      # refused: never with what is checked above
         return None
-    return code, lambda positions: [names[row][:length] for row, length in zip(positions, stem[positions].tolist(),
-                                                                               strict=True)]
+
+    def at(positions: list[int]) -> list[str]:
+        return [names[row][:length] for row, length in zip(positions, stem[positions].tolist(), strict=True)]
+
+    def digit_ends(positions):
+        ends = stem[positions]
+        if not data:                                      # one empty name: no byte to read
+            return ends > 0
+        last = np.frombuffer(data, dtype=np.uint8)[np.maximum(start[positions] + ends - 1, 0)]
+        return (ends > 0) & (last >= ord("0")) & (last <= ord("9"))
+
+    return CallStems(code, at, digit_ends)
 
 
 def _function():
