@@ -10,6 +10,7 @@ from itertools import repeat
 from .api_stems import ends_in_digits
 from .formats import load_dump_formats
 from .match_names import cell_text
+from .match_codes import IOS, few_codes, io_codes, tuple_codes
 from .match_stems import CallStems, call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
@@ -71,6 +72,13 @@ class Rows:
         found = self._texts[column] = (values, missing, bool(missing.any()))
         return found
 
+    def strings(self, column: str):
+        """The column's own object array when it is a string column without a missing value (every value a str;
+        not a copy: not to be written), else None."""
+        series = self.table[column]
+        texts = self._texts.get(column) or self._text_column(column, series)
+        return texts[0] if texts is not None and not texts[2] else None
+
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)
@@ -90,7 +98,6 @@ class Rows:
                 for position, row in zip(positions, zip(*values, strict=True), strict=True)}
 
 
-IOS = ("input", "output", "parameter")        # the ios matching reads of a call (any other io: code 3)
 IO_CODE = {io: code for code, io in enumerate(IOS)}
 
 
@@ -157,7 +164,9 @@ def calls_of(rows: Rows) -> list[Call]:
 
     if not rows.size:
         return []
-    names, passes = rows["name"], rows["pass"]
+    names, passes = rows["name"], rows.strings("pass")
+    passes = few_codes(passes) if passes is not None else None        # a pass or two: no hash of each row
+    passes = rows["pass"] if passes is None else passes
     found = call_stems(names)
     call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), found.keys, passes))
     count = int(call_of.max()) + 1
@@ -170,8 +179,8 @@ def calls_of(rows: Rows) -> list[Call]:
     side, op, module, pass_ = texts
     stems = found.at(at_firsts.tolist())
     is_module = _module_calls(stems, at_firsts, found)
-    ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
-    io_rank = _io_codes(ios)
+    slots = np.asarray(_integers(rows, "slot"), dtype=np.int64)
+    io_rank = io_codes(rows.take_objects("io", None))
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
     index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at)
@@ -217,32 +226,6 @@ def _integers_at(rows: Rows, column: str, positions) -> list[int]:
     if not isinstance(values, list):
         return values[positions].tolist()
     return [int(values[i]) for i in positions.tolist()]
-
-
-def tuple_codes(columns):
-    """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
-    (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
-    import numpy as np
-    import pandas as pd
-
-    codes = None
-    for values in columns:
-        if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
-            values = np.asarray(values, dtype=object)      # integers stay an integer array: the same numbering
-        found, uniques = pd.factorize(values, use_na_sentinel=False)
-        codes = found if codes is None else pd.factorize(codes * len(uniques) + found)[0]
-    return np.asarray(codes, dtype=np.int64)
-
-
-def _io_codes(ios: list):
-    """Each row's io as its place in IOS, 3 for any other value (None included)."""
-    import numpy as np
-
-    texts = np.asarray(ios, dtype=object)
-    codes = np.full(len(texts), 3, dtype=np.int8)
-    for code, io in enumerate(IOS):
-        codes[texts == io] = code
-    return codes
 
 
 def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
