@@ -35,6 +35,9 @@ def _same_as_python(names: list) -> None:
     assert found is not None
     want = [call_stem(name) for name in names]
     assert found.at(list(range(len(names)))) == want
+    backwards = np.arange(len(names) - 1, -1, -1, dtype=np.int64)
+    one = found.one_at(backwards)
+    assert [one(k) for k in range(len(names))] == want[::-1]
     assert found.keys.tolist() == pd.factorize(np.asarray(want, dtype=object))[0].tolist()
     digits = found.digit_ends(np.arange(len(names), dtype=np.int64)).tolist()
     assert digits == [stem[-1:] in tuple("0123456789") and stem != "" for stem in want]
@@ -65,6 +68,8 @@ def test_names_it_does_not_take_go_to_the_python_path(names):
     found = match_stems.call_stems(names)
     text = [call_stem("<NA>" if name is None else str(name)) for name in names]
     assert found.at(list(range(len(names)))) == text
+    one = found.one_at(np.arange(len(names), dtype=np.int64))
+    assert [one(k) for k in range(len(names))] == text
     assert found.digit_ends is None             # not checked ASCII: the module pattern is tried on every stem
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Callable
 
 from .api_stems import ends_in_digits
 from .formats import load_dump_formats
@@ -36,7 +37,8 @@ class Rows:
 
     def take(self, column: str, positions) -> list:
         """The values of ``column`` at ``positions`` (all rows for None), as row_dicts gives them."""
-        return self.take_objects(column, positions).tolist()
+        whole = self.strings(column) if positions is None else None
+        return (self.take_objects(column, positions) if whole is None else whole).tolist()   # no copy to list
 
     def take_objects(self, column: str, positions):
         """:meth:`take` as an object array. A string column's values are indexed in its own array of str and <NA>
@@ -117,6 +119,7 @@ class CallIndex:
     by_call_array: object    # row positions by call, each call's in row (execution) order (int64 array)
     by_io_array: object      # row positions by call, then io (IOS order), then slot, then row (int64 array)
     io_at_array: object      # 4 * call number + io code -> where those rows start in by_io_array (one more: the end)
+    stem_of: Callable[[int], str]       # call number -> its stem, made when asked (a third of the calls are paired)
 
     def rows_by_call(self) -> tuple:
         """(by_call, call_at) as int64 arrays."""
@@ -128,7 +131,6 @@ class Call:
     side: str
     rank: int
     step: int
-    stem: str
     op: str
     module_path: str
     pass_: str
@@ -136,6 +138,10 @@ class Call:
     order: int
     index: int               # its number in the side's CallIndex
     table: CallIndex
+
+    @property
+    def stem(self) -> str:
+        return self.table.stem_of(self.index)
 
     @property
     def rows(self) -> list[int]:
@@ -177,31 +183,33 @@ def calls_of(rows: Rows) -> list[Call]:
     texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
     side, op, module, pass_ = texts
-    stems = found.at(at_firsts.tolist())
-    is_module = _module_calls(stems, at_firsts, found)
+    is_module = _module_calls(at_firsts, found)
     slots = np.asarray(_integers(rows, "slot"), dtype=np.int64)
-    io_rank = io_codes(rows.take_objects("io", None))
+    ios = rows.strings("io")
+    io_rank = io_codes(rows.take_objects("io", None) if ios is None else ios)
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
-    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at)
-    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at,
+                                              found.one_at(at_firsts))
+    calls = list(map(Call, side, *numbers, op, module, pass_, is_module, earliest, range(count),
                      repeat(index, count)))                               # no loop frame
     ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
                          np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
 
 
-def _module_calls(stems: list[str], at_firsts, found: CallStems) -> list[bool]:
+def _module_calls(at_firsts, found: CallStems) -> list[bool]:
     """Whether each call is a module call: its stem matches the YAML's ``module_pattern`` (Module./Cell. calls,
     dump_formats.yaml). When every match of the pattern ends in a digit (:func:`.api_stems.ends_in_digits`) and the
     compiled pass read the names (ASCII, no line break: ``\\d`` is [0-9] and ``$`` the end), only the stems that end
     in a digit are tried: most calls are API calls, whose stems end in their pass."""
     pattern = load_dump_formats().msprobe["module_pattern"]
     if found.digit_ends is None or not ends_in_digits(pattern):
-        return [match is not None for match in map(pattern.match, stems)]
-    flags = [False] * len(stems)
-    for i in found.digit_ends(at_firsts).nonzero()[0].tolist():
-        flags[i] = pattern.match(stems[i]) is not None
+        return [match is not None for match in map(pattern.match, found.at(at_firsts.tolist()))]
+    flags = [False] * len(at_firsts)
+    tried = found.digit_ends(at_firsts).nonzero()[0]
+    for i, stem in zip(tried.tolist(), found.at(at_firsts[tried].tolist()), strict=True):
+        flags[i] = pattern.match(stem) is not None
     return flags
 
 
