@@ -59,3 +59,28 @@ def test_rows_strings_only_for_a_string_column_without_missing_values():
     assert sorted((call.stem, call.pass_) for call in calls_of(holed)) == [
         ("op0.forward", "<NA>"), ("op0.forward", "forward"), ("op1.forward", "forward"), ("op2.forward", "backward"),
         ("op2.forward", "forward")]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_calls_come_in_rank_step_and_execution_order_whatever_the_rows_order(seed):
+    from workbench.dumps.match_calls import Rows, _ordered, calls_of
+    from workbench.dumps.schema import as_table
+
+    rng = random.Random(seed)
+    for size in (0, 1, 2, 5, 40):
+        keys = [np.asarray([rng.randint(0, 2) for _ in range(size)], dtype=np.int64) for _ in range(3)]
+        tuples = list(zip(*(key.tolist() for key in keys), strict=True))
+        assert _ordered(*keys) == (tuples == sorted(tuples))
+    orders = list(range(300))
+    if seed:                                              # seed 0: rows in execution order, one rank
+        rng.shuffle(orders)
+    records = [{"side": "A", "rank": 0 if not seed else rng.randint(0, 1), "step": 0, "order": order,
+                "name": f"op{rng.randint(0, 60)}.forward.{rng.choice(['input', 'output'])}.0", "op": "x",
+                "module_path": "", "pass": "forward", "io": "input", "slot": 0} for order in orders]
+    table = as_table(records)
+    earliest: dict = {}
+    for record in records:
+        key = (record["rank"], record["name"].rsplit(".", 2)[0])
+        earliest[key] = min(earliest.get(key, record["order"]), record["order"])
+    assert [(call.rank, call.stem) for call in calls_of(Rows(table))] == sorted(earliest, key=lambda k: (k[0],
+                                                                                                         earliest[k]))

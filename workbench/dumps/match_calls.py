@@ -179,9 +179,10 @@ def calls_of(rows: Rows) -> list[Call]:
     by_call = np.argsort(call_of, kind="stable")
     call_at = np.concatenate([[0], np.cumsum(np.bincount(call_of, minlength=count))])
     at_firsts = by_call[call_at[:-1]]
-    earliest = _earliest(call_of, _integers(rows, "order"), count)
+    earliest = _earliest(_integers(rows, "order"), by_call, call_at)
     texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
+    keys = [np.asarray(found, dtype=np.int64) for found in (*numbers, earliest)]     # the calls' execution order
     side, op, module, pass_ = texts
     is_module = _module_calls(at_firsts, found)
     slots = np.asarray(_integers(rows, "slot"), dtype=np.int64)
@@ -191,11 +192,24 @@ def calls_of(rows: Rows) -> list[Call]:
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
     index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at,
                                               found.one_at(at_firsts))
-    calls = list(map(Call, side, *numbers, op, module, pass_, is_module, earliest, range(count),
+    calls = list(map(Call, side, *numbers, op, module, pass_, is_module, earliest.tolist(), range(count),
                      repeat(index, count)))                               # no loop frame
-    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
-                         np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
+    if _ordered(*keys):                     # numbered by first row: usually in execution order already
+        return calls
+    ranked = np.lexsort(keys[::-1])                                     # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
+
+
+def _ordered(*keys) -> bool:
+    """Whether the tuples of ``keys`` (int64 arrays of one length) never decrease: a stable sort by them keeps
+    everything where it is."""
+    import numpy as np
+
+    ordered = np.ones(max(len(keys[0]) - 1, 0), dtype=bool)     # the tuples of the keys after this one never decrease
+    for key in keys[::-1]:                  # last key first: (a, b) <= (c, d) when a < c or (a == c and b <= d)
+        before, after = key[:-1], key[1:]
+        ordered = (before < after) | ((before == after) & ordered)
+    return bool(ordered.all())
 
 
 def _module_calls(at_firsts, found: CallStems) -> list[bool]:
@@ -236,13 +250,11 @@ def _integers_at(rows: Rows, column: str, positions) -> list[int]:
     return [int(values[i]) for i in positions.tolist()]
 
 
-def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
-    """The smallest execution order of each call's rows."""
+def _earliest(orders, by_call, call_at):
+    """The smallest execution order of each call's rows (an int64 array): each call's rows are a run of by_call."""
     import numpy as np
 
-    found = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(found, np.asarray(call_of, dtype=np.int64), np.asarray(orders, dtype=np.int64))
-    return found.tolist()
+    return np.minimum.reduceat(np.asarray(orders, dtype=np.int64)[by_call], call_at[:-1])
 
 
 def _texts(values) -> list[str]:
