@@ -96,3 +96,33 @@ def test_module_calls_are_what_the_msprobe_module_pattern_in_yaml_matches():
     assert found == {"Module.decoder.layers.0.mlp.MLP.forward.0": True, "Cell.fc1.Dense.parameters_grad.0": True,
                      "Module.oops": False, "Functional.linear.0.forward": False, "MatMul-op12": False,
                      "Cell.gelu.GELU.backward.1": True}
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("module", [None, r"^(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<pass>forward|backward)"
+                                          r"(?:\.(?P<index>\d+))?$", r"^(?P<path>.+?)\.(?P<cls>[a-z]+)\.(?P<pass>forward)$",
+                                    r"(?P<path>.*)(?P<cls>a|B)(?P<pass>.*)\.(?P<index>\d+)$"])
+def test_module_calls_tried_by_their_last_byte_are_the_pattern_on_every_stem(monkeypatch, native, module):
+    """Only the stems ending in a digit are tried against a module pattern whose every match ends in one; any other
+    pattern (or names the compiled pass did not read) is tried on every stem: the same calls either way."""
+    import dataclasses
+    import re
+
+    from workbench.dumps import match_calls
+
+    monkeypatch.setenv("WORKBENCH_NATIVE", native)
+    base = match_calls.load_dump_formats()
+    pattern = re.compile(module) if module else base.msprobe["module_pattern"]
+    formats = dataclasses.replace(base, msprobe={**base.msprobe, "module_pattern": pattern})
+    monkeypatch.setattr(match_calls, "load_dump_formats", lambda: formats)
+    rng = random.Random(5)
+    pieces = ["Module", "Cell", "a", "B", "forward", "backward", "parameters_grad", "0", "17", "x1", ""]
+    names = [".".join(rng.choice(pieces) for _ in range(rng.randint(1, 7))) + rng.choice([".input.0", ".output.1",
+                                                                                       ".weight", ""])
+             for _ in range(3000)] + ["", "7", "Module.a.B.forward.0.output.0"]
+    table = as_table([{"side": "A", "rank": 0, "step": 0, "module_path": "", "name": name, "op": "x",
+                       "pass": "forward", "io": "output", "slot": 0, "order": order}
+                      for order, name in enumerate(names)])
+    calls = calls_of(Rows(table))
+    assert [call.is_module for call in calls] == [pattern.match(call.stem) is not None for call in calls]
+    assert sum(call.is_module for call in calls) > 10

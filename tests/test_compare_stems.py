@@ -33,10 +33,14 @@ def _same_as_python(names: list) -> None:
     _function()
     found = match_stems._compiled(names)
     assert found is not None
-    codes, stems_at = found
     want = [call_stem(name) for name in names]
-    assert stems_at(list(range(len(names)))) == want
-    assert codes.tolist() == pd.factorize(np.asarray(want, dtype=object))[0].tolist()
+    assert found.at(list(range(len(names)))) == want
+    backwards = np.arange(len(names) - 1, -1, -1, dtype=np.int64)
+    one = found.one_at(backwards)
+    assert [one(k) for k in range(len(names))] == want[::-1]
+    assert found.keys.tolist() == pd.factorize(np.asarray(want, dtype=object))[0].tolist()
+    digits = found.digit_ends(np.arange(len(names), dtype=np.int64)).tolist()
+    assert digits == [stem[-1:] in tuple("0123456789") and stem != "" for stem in want]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -61,9 +65,12 @@ def test_edge_names_give_the_python_stems(names):
     ["a.parameters_grad.٣.x"], []])
 def test_names_it_does_not_take_go_to_the_python_path(names):
     assert match_stems._compiled(names) is None
-    keys, stems_at = match_stems.call_stems(names)
+    found = match_stems.call_stems(names)
     text = [call_stem("<NA>" if name is None else str(name)) for name in names]
-    assert stems_at(list(range(len(names)))) == text
+    assert found.at(list(range(len(names)))) == text
+    one = found.one_at(np.arange(len(names), dtype=np.int64))
+    assert [one(k) for k in range(len(names))] == text
+    assert found.digit_ends is None             # not checked ASCII: the module pattern is tried on every stem
 
 
 def _call(function, data: bytes, lines: int, slots: int) -> int:

@@ -78,8 +78,13 @@ def match_dumps(a, b, *, resolve_a: Resolver | None = None, resolve_b: Resolver 
 
 
 def _units(calls: list[Call]) -> dict[tuple, list[Call]]:
-    """(rank, step) -> its calls, in order: calls_of sorts them by rank and step, so each unit is one run (grouped at
-    C speed instead of a key tuple per call)."""
+    """(rank, step) -> its calls, in order: calls_of sorts them by rank and step, so each unit is one run, and a table
+    of one unit (a dump folder's, as compare reads them) is known by its first and last call alone."""
+    if not calls:
+        return {}
+    first, last = calls[0], calls[-1]
+    if first.rank == last.rank and first.step == last.step:
+        return {(first.rank, first.step): calls}
     units: dict[tuple, list[Call]] = defaultdict(list)
     for unit, group in groupby(calls, key=attrgetter("rank", "step")):
         units[unit].extend(group)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Callable
 
+from .api_stems import ends_in_digits
 from .formats import load_dump_formats
 from .match_names import cell_text
-from .match_stems import call_stems
+from .match_codes import IOS, few_codes, io_codes, tuple_codes
+from .match_stems import CallStems, call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
 
@@ -34,7 +37,8 @@ class Rows:
 
     def take(self, column: str, positions) -> list:
         """The values of ``column`` at ``positions`` (all rows for None), as row_dicts gives them."""
-        return self.take_objects(column, positions).tolist()
+        whole = self.strings(column) if positions is None else None
+        return (self.take_objects(column, positions) if whole is None else whole).tolist()   # no copy to list
 
     def take_objects(self, column: str, positions):
         """:meth:`take` as an object array. A string column's values are indexed in its own array of str and <NA>
@@ -70,6 +74,13 @@ class Rows:
         found = self._texts[column] = (values, missing, bool(missing.any()))
         return found
 
+    def strings(self, column: str):
+        """The column's own object array when it is a string column without a missing value (every value a str;
+        not a copy: not to be written), else None."""
+        series = self.table[column]
+        texts = self._texts.get(column) or self._text_column(column, series)
+        return texts[0] if texts is not None and not texts[2] else None
+
     def typed(self, column: str, positions):
         """``column`` at ``positions`` in the table's own dtype (a Series)."""
         return self.table[column].take(positions)
@@ -89,14 +100,14 @@ class Rows:
                 for position, row in zip(positions, zip(*values, strict=True), strict=True)}
 
 
-IOS = ("input", "output", "parameter")        # the ios matching reads of a call (any other io: code 3)
 IO_CODE = {io: code for code, io in enumerate(IOS)}
 
 
 @dataclass
 class CallIndex:
     """What :func:`calls_of` knows of a side's calls, by call number (``Call.index``), as arrays and flat lists: no
-    list or dict per call."""
+    list or dict per call. The row positions stay int64 arrays: the few readers of one call's rows (parameters,
+    fused parts) slice them, and a list of every row (200k Python ints a side) was made for them."""
 
     call_of: object          # row -> its call number (int64 array)
     io_rank: object          # row -> its io's place in IOS, 3 for any other io (int8 array)
@@ -104,19 +115,15 @@ class CallIndex:
     ops: list[str]           # call number -> its op text
     passes: list[str]        # call number -> its pass text
     modules: list[str]       # call number -> its module path text
-    by_call: list[int]       # row positions by call, each call's in row (execution) order
-    call_at: list[int]       # call number -> where its rows start in by_call (one more: the end)
-    by_io: list[int]         # row positions by call, then io (IOS order), then slot, then row
-    io_at: list[int]         # 4 * call number + io code -> where those rows start in by_io (one more: the end)
-    by_call_array: object    # by_call as an int64 array
-    by_io_array: object      # by_io as an int64 array
-    io_at_array: object      # io_at as an int64 array
+    call_at: object          # call number -> where its rows start in by_call_array (one more: the end; int64 array)
+    by_call_array: object    # row positions by call, each call's in row (execution) order (int64 array)
+    by_io_array: object      # row positions by call, then io (IOS order), then slot, then row (int64 array)
+    io_at_array: object      # 4 * call number + io code -> where those rows start in by_io_array (one more: the end)
+    stem_of: Callable[[int], str]       # call number -> its stem, made when asked (a third of the calls are paired)
 
     def rows_by_call(self) -> tuple:
         """(by_call, call_at) as int64 arrays."""
-        import numpy as np
-
-        return self.by_call_array, np.asarray(self.call_at, dtype=np.int64)
+        return self.by_call_array, self.call_at
 
 
 @dataclass(slots=True)
@@ -124,7 +131,6 @@ class Call:
     side: str
     rank: int
     step: int
-    stem: str
     op: str
     module_path: str
     pass_: str
@@ -134,16 +140,21 @@ class Call:
     table: CallIndex
 
     @property
+    def stem(self) -> str:
+        return self.table.stem_of(self.index)
+
+    @property
     def rows(self) -> list[int]:
         """Its row positions, in execution order."""
-        at = self.table.call_at
-        return self.table.by_call[at[self.index]:at[self.index + 1]]
+        table = self.table
+        start, end = table.call_at[self.index:self.index + 2].tolist()
+        return table.by_call_array[start:end].tolist()
 
     def io_rows(self, io: str) -> list[int]:
         """The positions of its rows of ``io`` (one of IOS), in slot order (ties in row order)."""
-        table = self.table
-        at, code = table.io_at, 4 * self.index + IO_CODE[io]
-        return table.by_io[at[code]:at[code + 1]]
+        table, code = self.table, 4 * self.index + IO_CODE[io]
+        start, end = table.io_at_array[code:code + 2].tolist()
+        return table.by_io_array[start:end].tolist()
 
     @property
     def by_io(self) -> dict[str, list[int]]:
@@ -159,33 +170,61 @@ def calls_of(rows: Rows) -> list[Call]:
 
     if not rows.size:
         return []
-    names, passes = rows["name"], rows["pass"]
-    stem_keys, stems_at = call_stems(names)
-    call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), stem_keys, passes))
+    names, passes = rows["name"], rows.strings("pass")
+    passes = few_codes(passes) if passes is not None else None        # a pass or two: no hash of each row
+    passes = rows["pass"] if passes is None else passes
+    found = call_stems(names)
+    call_of = tuple_codes((_integers(rows, "rank"), _integers(rows, "step"), found.keys, passes))
     count = int(call_of.max()) + 1
     by_call = np.argsort(call_of, kind="stable")
-    ends = np.cumsum(np.bincount(call_of, minlength=count)).tolist()
-    at_firsts = by_call[np.asarray([0, *ends[:-1]], dtype=np.int64)]
-    firsts = at_firsts.tolist()
-    order_list = by_call.tolist()
-    earliest = _earliest(call_of, _integers(rows, "order"), count)
+    call_at = np.concatenate([[0], np.cumsum(np.bincount(call_of, minlength=count))])
+    at_firsts = by_call[call_at[:-1]]
+    earliest = _earliest(_integers(rows, "order"), by_call, call_at)
     texts = [_texts(rows.take_objects(column, at_firsts)) for column in ("side", "op", "module_path", "pass")]
     numbers = [_integers_at(rows, column, at_firsts) for column in ("rank", "step")]
-    module_call = load_dump_formats().msprobe["module_pattern"].match      # Module./Cell. calls: dump_formats.yaml
+    keys = [np.asarray(found, dtype=np.int64) for found in (*numbers, earliest)]     # the calls' execution order
     side, op, module, pass_ = texts
-    stems = stems_at(firsts)
-    is_module = [found is not None for found in map(module_call, stems)]
-    ios, slots = rows["io"], np.asarray(_integers(rows, "slot"), dtype=np.int64)
-    io_rank = _io_codes(ios)
+    is_module = _module_calls(at_firsts, found)
+    slots = np.asarray(_integers(rows, "slot"), dtype=np.int64)
+    ios = rows.strings("io")
+    io_rank = io_codes(rows.take_objects("io", None) if ios is None else ios)
     by_io = np.lexsort((np.arange(rows.size), slots, io_rank, call_of))      # io groups in slot order, ties by row
     io_at = np.concatenate([[0], np.cumsum(np.bincount(call_of * 4 + io_rank, minlength=4 * count))])
-    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, order_list, [0, *ends],
-                                              by_io.tolist(), io_at.tolist(), by_call, by_io, io_at)
-    calls = list(map(Call, side, *numbers, stems, op, module, pass_, is_module, earliest, range(count),
+    index = rows.derived["calls"] = CallIndex(call_of, io_rank, slots, op, pass_, module, call_at, by_call, by_io, io_at,
+                                              found.one_at(at_firsts))
+    calls = list(map(Call, side, *numbers, op, module, pass_, is_module, earliest.tolist(), range(count),
                      repeat(index, count)))                               # no loop frame
-    ranked = np.lexsort((np.asarray(earliest, dtype=np.int64), np.asarray(numbers[1], dtype=np.int64),
-                         np.asarray(numbers[0], dtype=np.int64)))       # stable: ties in call order
+    if _ordered(*keys):                     # numbered by first row: usually in execution order already
+        return calls
+    ranked = np.lexsort(keys[::-1])                                     # stable: ties in call order
     return [calls[i] for i in ranked.tolist()]
+
+
+def _ordered(*keys) -> bool:
+    """Whether the tuples of ``keys`` (int64 arrays of one length) never decrease: a stable sort by them keeps
+    everything where it is."""
+    import numpy as np
+
+    ordered = np.ones(max(len(keys[0]) - 1, 0), dtype=bool)     # the tuples of the keys after this one never decrease
+    for key in keys[::-1]:                  # last key first: (a, b) <= (c, d) when a < c or (a == c and b <= d)
+        before, after = key[:-1], key[1:]
+        ordered = (before < after) | ((before == after) & ordered)
+    return bool(ordered.all())
+
+
+def _module_calls(at_firsts, found: CallStems) -> list[bool]:
+    """Whether each call is a module call: its stem matches the YAML's ``module_pattern`` (Module./Cell. calls,
+    dump_formats.yaml). When every match of the pattern ends in a digit (:func:`.api_stems.ends_in_digits`) and the
+    compiled pass read the names (ASCII, no line break: ``\\d`` is [0-9] and ``$`` the end), only the stems that end
+    in a digit are tried: most calls are API calls, whose stems end in their pass."""
+    pattern = load_dump_formats().msprobe["module_pattern"]
+    if found.digit_ends is None or not ends_in_digits(pattern):
+        return [match is not None for match in map(pattern.match, found.at(at_firsts.tolist()))]
+    flags = [False] * len(at_firsts)
+    tried = found.digit_ends(at_firsts).nonzero()[0]
+    for i, stem in zip(tried.tolist(), found.at(at_firsts[tried].tolist()), strict=True):
+        flags[i] = pattern.match(stem) is not None
+    return flags
 
 
 def call_numbers(calls: list[Call]):
@@ -211,39 +250,11 @@ def _integers_at(rows: Rows, column: str, positions) -> list[int]:
     return [int(values[i]) for i in positions.tolist()]
 
 
-def tuple_codes(columns):
-    """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
-    (as ``dict.setdefault`` would number the tuples; None is a value of its own)."""
-    import numpy as np
-    import pandas as pd
-
-    codes = None
-    for values in columns:
-        if not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
-            values = np.asarray(values, dtype=object)      # integers stay an integer array: the same numbering
-        found, uniques = pd.factorize(values, use_na_sentinel=False)
-        codes = found if codes is None else pd.factorize(codes * len(uniques) + found)[0]
-    return np.asarray(codes, dtype=np.int64)
-
-
-def _io_codes(ios: list):
-    """Each row's io as its place in IOS, 3 for any other value (None included)."""
+def _earliest(orders, by_call, call_at):
+    """The smallest execution order of each call's rows (an int64 array): each call's rows are a run of by_call."""
     import numpy as np
 
-    texts = np.asarray(ios, dtype=object)
-    codes = np.full(len(texts), 3, dtype=np.int8)
-    for code, io in enumerate(IOS):
-        codes[texts == io] = code
-    return codes
-
-
-def _earliest(call_of: list[int], orders: list, count: int) -> list[int]:
-    """The smallest execution order of each call's rows."""
-    import numpy as np
-
-    found = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(found, np.asarray(call_of, dtype=np.int64), np.asarray(orders, dtype=np.int64))
-    return found.tolist()
+    return np.minimum.reduceat(np.asarray(orders, dtype=np.int64)[by_call], call_at[:-1])
 
 
 def _texts(values) -> list[str]:
