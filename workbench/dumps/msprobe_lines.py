@@ -17,6 +17,12 @@ def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
     """The strings made of ``items`` (an int64 array: pieces x (source, offset, length)): line r is the items of
     row r of ``index`` (lines x pieces per line), or item r alone without an index. ``raw`` holds valid UTF-8 and
     its pieces are whole JSON strings without escapes (so no newline, and whole characters)."""
+    found = _buffer(raw, extra, items, index)
+    return None if found is None else _split(*found)
+
+
+def _buffer(raw: bytes, extra: bytes, items, index):
+    """(buffer, count): :func:`lines`' lines written in one buffer, each ended by a newline; None as there."""
     import numpy as np
 
     scanner = library("dumpscan")
@@ -37,7 +43,7 @@ def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
         count, per_line = index.shape
         size = int(np.bincount(index.reshape(-1), minlength=len(items)) @ length) if index.size else 0
     if count == 0:
-        return []
+        return bytearray(), 0
     size += count
     out = bytearray(size)
     scanner.dumpscan_lines.restype = ctypes.c_int64
@@ -46,8 +52,12 @@ def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
         items.ctypes.data_as(_INT64_P), ctypes.c_int64(len(items)),
         None if index is None else index.ctypes.data_as(_INT64_P), ctypes.c_int64(count), ctypes.c_int64(per_line),
         (ctypes.c_char * size).from_buffer(out), ctypes.c_int64(size))
-    if written != size:
-        return None
+    return (out, count) if written == size else None
+
+
+def _split(out: bytearray, count: int) -> list[str] | None:
+    if count == 0:
+        return []
     try:
         found = out.decode("utf-8").split("\n")
     except UnicodeDecodeError:
@@ -58,12 +68,24 @@ def lines(raw: bytes, extra: bytes, items, index=None) -> list[str] | None:
 
 def spans(raw: bytes, spans) -> list[str] | None:
     """The strings at (offset, length) rows of ``raw`` (entry names, stack.json's ids and names)."""
+    found = packed_spans(raw, spans)
+    return None if found is None else found[0]
+
+
+def packed_spans(raw: bytes, spans):
+    """(strings, text, rows): :func:`spans`, and the buffer they were decoded from (a newline after each) with
+    their (offset, length) rows in it, as :func:`packed` gives them without joining the strings again; None as
+    :func:`spans`."""
     import numpy as np
 
     items = np.empty((len(spans), 3), np.int64)
     items[:, 0] = TEXT
     items[:, 1:] = spans[:, :2]
-    return lines(raw, b"", items)
+    found = _buffer(raw, b"", items, None)
+    strings = None if found is None else _split(*found)
+    if strings is None:
+        return None
+    return strings, bytes(found[0]), _lines_at(items[:, 2])
 
 
 def row_names(raw: bytes, name_spans, entry, middles: list[str], middle, tails: list[str], tail) -> list[str] | None:
@@ -89,12 +111,18 @@ def packed(names: list[str], lengths):
     """The names as one buffer (a newline between them) and their (offset, length) rows in it: the compiled
     passes read them there rather than at their places in dump.json, each on its own page of a 67 MB buffer
     (a join of 78k names 19 → 7 ms, their stems 11 → 2 ms). ``lengths``: the names' lengths in UTF-8 bytes."""
-    import numpy as np
-
     text = "\n".join(names).encode("utf-8")
-    rows = np.empty((len(names), 2), np.int64)
-    rows[:, 1] = lengths
-    rows[:, 0] = np.cumsum(rows[:, 1] + 1) - rows[:, 1] - 1
+    rows = _lines_at(lengths)
     if len(names) and len(text) != int(rows[-1, 0] + rows[-1, 1]):        # pragma: no cover - equal by construction
         raise ValueError("entry names and their lengths disagree")
     return text, rows
+
+
+def _lines_at(lengths):
+    """The (offset, length) rows of lines of these lengths laid end to end, a newline after each."""
+    import numpy as np
+
+    rows = np.empty((len(lengths), 2), np.int64)
+    rows[:, 1] = lengths
+    rows[:, 0] = np.cumsum(rows[:, 1] + 1) - rows[:, 1] - 1
+    return rows

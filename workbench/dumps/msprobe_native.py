@@ -21,7 +21,8 @@ from .msprobe_scan import (DTYPE, ENTRY, FIXED_COLUMNS, INDEX, INF, INNER, KEY, 
                            TYPE, Layout, PendingScan, scan_plan)
 from .msprobe_sink import IO_LABELS
 from .msprobe_arrays import by_id, counts, distinct, integers
-from .msprobe_lines import packed, row_names, spans
+from .msprobe_join import number
+from .msprobe_lines import packed, packed_spans, row_names
 from .rows import repeated, shape_fields, shape_of
 
 
@@ -70,11 +71,9 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
     m = fmt.msprobe
     entries, rows, stats, dist = found
     spell = texts(raw, dist)
-    names = spans(raw, entries)
-    names = texts(raw, entries[:, :2]) if names is None else names
-    if len(set(names)) != len(names):
+    names, text, spans_ = _entry_names(raw, entries)
+    if names is None:
         return None                                       # json.loads keeps the last of a repeated name
-    text, spans_ = packed(names, entries[:, 1])           # the names where the compiled passes read them fast
     ops, modules, passes, grad = beside.infos(names, stem_codes(text, spans_), text, spans_)
     if grad:
         return None                                       # parameter gradients: the Python reader's walk
@@ -91,9 +90,7 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
     rank_of_key = np.where(backward[entry_of], order["backward"][key], order["forward"][key])
     keep = (rows[:, NULL] == 0) & (rank_of_key >= 0)
     keep &= np.append(tensor, False)[rows[:, TYPE]]            # type -1: a null member
-    picked = np.lexsort((np.arange(len(rows)), rank_of_key, entry_of))
-    picked = picked[keep[picked]]
-    rows, stats, rank_of_key = rows[picked], stats[picked], rank_of_key[picked]
+    rows, stats = _ordered(rows, stats, entry_of, rank_of_key, keep)
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
@@ -117,6 +114,34 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
     out["step"] = np.full(size, step, dtype=np.int64)
     out["source"] = repeated(path, size)
     return out
+
+
+def _entry_names(raw: bytes, entries) -> tuple:
+    """(names, text, spans): the entry names, and the buffer of them packed and their spans there (the compiled
+    passes read them there rather than at their places in dump.json: :func:`.msprobe_lines.packed`); names None
+    where one is repeated (``json.loads`` keeps the last: the Python reader decides)."""
+    found = packed_spans(raw, entries)
+    if found is None:
+        names = texts(raw, entries[:, :2])
+        found = (names, *packed(names, entries[:, 1]))
+    distinct = number(found[1], found[2])                 # the names' bytes hashed, not a set of every str
+    count = len(set(found[0])) if distinct is None else len(distinct[1])
+    return found if count == len(found[0]) else (None, *found[1:])
+
+
+def _ordered(rows, stats, entry_of, rank_of_key, keep):
+    """The kept rows by entry, then member rank, then scan order: as the scan wrote them where that is already
+    so (the usual dump's members come in the YAML's order), with no sort and no copy of the rows when all are
+    kept; else sorted."""
+    import numpy as np
+
+    if len(rows) > 1:
+        order = entry_of * (int(rank_of_key.max()) + 2) + rank_of_key      # entry, then rank (-1 included)
+        if (order[1:] >= order[:-1]).all():
+            return (rows, stats) if keep.all() else (rows[keep], stats[keep])
+    picked = np.lexsort((np.arange(len(rows)), rank_of_key, entry_of))
+    picked = picked[keep[picked]]
+    return rows[picked], stats[picked]
 
 
 def _text(raw: bytes, offset: int, length: int) -> str:
