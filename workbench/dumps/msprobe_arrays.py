@@ -50,3 +50,21 @@ def counts(values):
     import pandas as pd
 
     return pd.arrays.IntegerArray(values.astype(np.float64).astype(np.int64), values < 0)
+
+
+def spread_codes(values, index):
+    """``values[index]`` (an object array per entry, spread to rows) as a ``pd.Categorical`` of the distinct values
+    the rows use: the table numbers module paths by these codes rather than hashing every row's str
+    (:func:`.rows.table_from_columns`); an object array where a value is not a str."""
+    import numpy as np
+    import pandas as pd
+
+    values = np.asarray(values, dtype=object)
+    codes, found = pd.factorize(values, use_na_sentinel=False)
+    if not all(type(v) is str for v in found.tolist()):
+        return values[index]
+    codes = codes[index]
+    used = np.bincount(codes, minlength=len(found)) > 0
+    if not used.all():                                  # entries without rows: their values are not the table's
+        codes, found = (np.cumsum(used) - 1)[codes], found[used]
+    return pd.Categorical.from_codes(codes, categories=pd.Index(found, dtype=object))

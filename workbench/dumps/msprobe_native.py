@@ -20,7 +20,7 @@ from .formats import DumpFormats
 from .msprobe_scan import (DTYPE, ENTRY, FIXED_COLUMNS, INDEX, INF, INNER, KEY, NAN, NULL, SHAPE, SUB_LEN, SUB_OFF,
                            TYPE, Layout, PendingScan, scan_plan)
 from .msprobe_sink import IO_LABELS
-from .msprobe_arrays import by_id, counts, distinct, integers
+from .msprobe_arrays import by_id, counts, distinct, integers, spread_codes
 from .msprobe_join import number
 from .msprobe_lines import packed, packed_spans, row_names
 from .rows import repeated, shape_fields, shape_of
@@ -108,8 +108,13 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
     per_entry = {"op": ops, "module_path": modules, "pass": passes}
     per_entry["stack_id"] = beside.stack_ids(names, text, spans_)
+    entry = rows[:, ENTRY]
     for column, values in per_entry.items():
-        out[column] = np.asarray(values, dtype=object)[rows[:, ENTRY]] if size else np.empty(0, dtype=object)
+        if not size:
+            out[column] = np.empty(0, dtype=object)
+        else:            # module paths numbered once per entry for the table's layers, not hashed per row
+            out[column] = spread_codes(values, entry) if column == "module_path" else \
+                np.asarray(values, dtype=object)[entry]
     out["rank"] = np.full(size, rank, dtype=np.int64)
     out["step"] = np.full(size, step, dtype=np.int64)
     out["source"] = repeated(path, size)

@@ -148,7 +148,8 @@ def _kind(values):
 
 def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     """Column values (lists or arrays, any subset of the schema's) → the table, as :func:`finish` makes it from
-    row dicts: side, execution order per (rank, step), layer from the module path, "" for absent text."""
+    row dicts: side, execution order per (rank, step), layer from the module path, "" for absent text. The arrays
+    are the table's afterwards (not copied): the caller hands them over."""
     import numpy as np
     import pandas as pd
 
@@ -165,24 +166,32 @@ def table_from_columns(columns: dict, side: str, fmt: DumpFormats):
     else:
         columns["order"] = pd.DataFrame({"r": rank, "s": step}).groupby(["r", "s"], sort=False).cumcount().to_numpy()
     columns["side"] = repeated(side, size)
-    module = np.asarray(columns.get("module_path", repeated("", size)), dtype=object)
+    module = columns.get("module_path", repeated("", size))
+    if isinstance(module, pd.Categorical):                 # numbered by the reader (msprobe_arrays.spread_codes)
+        codes, paths = module.codes, module.categories
+        module = np.asarray(module, dtype=object)
+    else:
+        module = np.asarray(module, dtype=object)
+        codes, paths = pd.factorize(module, use_na_sentinel=False)
     columns["module_path"] = module
-    codes, paths = pd.factorize(module, use_na_sentinel=False)
     layers = layer_numbers(paths.tolist(), fmt)
     # the codes are already the distinct ids 0..k-1, each present: no second factorize of every row
     columns["layer"] = integers(codes, layers.__getitem__, (np.arange(len(layers)), codes))
     for text in ("logical_module", "md5", "stack_id", "name", "op"):
         if text not in columns:
             columns[text] = repeated("", size)
-    data = {}
+    data, taken = {}, set()
     for name, dtype in COLUMNS.items():
         values = columns.get(name)
         if values is None:
             data[name] = pd.array([None] * size, dtype=dtype) if dtype in ("string", "Int64") else \
                 pd.array(np.full(size, np.nan), dtype=dtype)
         else:
+            # the readers' arrays are handed over: taken as they are (a copy of an object column counted every
+            # str's references once more), unless one array is given for two columns
             data[name] = pd.array(values if not isinstance(values, np.ndarray) or values.dtype != object
-                                  or dtype == "string" else values.tolist(), dtype=dtype)
+                                  or dtype == "string" else values.tolist(), dtype=dtype, copy=id(values) in taken)
+            taken.add(id(values))
     # pd.array made each column a new array: the frame takes them as they are (a second copy of every column,
     # the object columns' references counted one by one, took a third of this function)
     return pd.DataFrame(data, copy=False)
