@@ -30,8 +30,11 @@ static int64_t stem_head(const unsigned char *name, const unsigned char *end, in
     return (digit - 1) - name;
 }
 
-static uint64_t stem_hash(const unsigned char *p, int64_t length, int pass) {      /* FNV-1a, then the pass */
-    return (fnv1a(p, length) ^ (uint64_t)(pass + 1)) * 1099511628211ull;
+/* dumpjson.h's word_hash, then the pass: fnv1a's multiply a byte was most of a join (~40-byte names, ~80k keys and
+   as many names a side). Equal keys are decided by their bytes; the hash only spreads them over the slots. */
+static uint64_t stem_hash(const unsigned char *p, int64_t length, int pass) {
+    uint64_t h = (word_hash(p, length) ^ (uint64_t)(pass + 1)) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
 }
 
 struct stem_key { const unsigned char *text, *name; const int64_t *spans; int64_t head; int pass; };

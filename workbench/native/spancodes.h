@@ -6,8 +6,8 @@
 
 typedef int (*same_key)(const void *context, int64_t other);
 
-/* FNV-1a of [p, p + length). */
-static uint64_t fnv1a(const unsigned char *p, int64_t length) {
+/* FNV-1a of [p, p + length) (inline: dumpscan.c hashes with dumpjson.h's word_hash and no longer calls it). */
+static inline uint64_t fnv1a(const unsigned char *p, int64_t length) {
     uint64_t h = 1469598103934665603ull;
     for (int64_t i = 0; i < length; i++) h = (h ^ p[i]) * 1099511628211ull;
     return h;
