@@ -106,3 +106,14 @@ def test_the_buffer_is_filled_exactly_or_refused():
     for nlines, per_line, with_index in [(-1, 1, False), (1, 0, True), (3, 1, False), (1, 2, False)]:
         assert _call(raw, items, index if with_index else None, nlines, per_line, bytearray(8), 8) == -1
     assert _call(raw, items, np.array([[0, 2]], np.int64), 1, 2, bytearray(8), 7) == -1      # index past the items
+
+
+def test_packed_spans_are_the_strings_packed():
+    rng = random.Random(9)
+    for _ in range(30):
+        raw, found = _raw(rng)
+        array = np.array(found, np.int64).reshape(-1, 2)
+        strings, text, rows = msprobe_lines.packed_spans(raw, array)
+        assert strings == spans(raw, array)
+        joined, expected = msprobe_lines.packed(strings, array[:, 1])
+        assert rows.tolist() == expected.tolist() and text == (joined + b"\n" if strings else b"")
