@@ -6,6 +6,7 @@ from sys import intern                  # op and pass names: one object per spel
 
 from .api_stems import by_stem, ends_in_digits, stem
 from .formats import DumpFormats
+from .module_names import module_groups
 
 
 def entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=None, joined=None) -> tuple:
@@ -72,16 +73,16 @@ def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list
     """:func:`entry_infos` in one loop with the patterns' bound methods, module paths once per path or parent,
     an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`)."""
     m = fmt.msprobe
-    module_match, api_match, parent_of = m["module_pattern"].match, m["api_pattern"].match, parents.get
+    module_of_name, api_match, parent_of = module_groups(m["module_pattern"]), m["api_pattern"].match, parents.get
     stem_of = stem if by_stem(m["api_pattern"]) else _no_stem
     by_stems: dict = {}                                       # (head, pass) -> (op, pass) of a matched API name
     cache: dict = {}
     owners: dict = {}                                         # parent name -> its module path
     ops, modules, passes, grad = [], [], [], False
     for name in names:
-        found = module_match(name)
+        found = module_of_name(name)
         if found:
-            cls, path, pass_ = found.group("cls", "path", "pass")
+            cls, path, pass_ = found
             module = cache.get(path)
             if module is None:
                 module = _module_of(path, m, cache)
