@@ -1,8 +1,8 @@
 """The compiled reader's short cuts held to the general code they skip: rows kept in the scan's order only where a
 sort would give that order (``msprobe_native._ordered`` against ``np.lexsort``), module paths numbered per entry
 (``msprobe_arrays.spread_codes``) giving the table a plain spread gives, entry names' repeats found by hashing
-their bytes as a set of the strs finds them, and the table taking the readers' arrays without aliasing two
-columns."""
+their bytes as a set of the strs finds them, the table taking the readers' arrays without aliasing two columns,
+and a memory map's ASCII check eight bytes at a time."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,3 +89,18 @@ def test_repeated_entry_names_found_by_their_bytes(monkeypatch):
     monkeypatch.setattr(msprobe_native, "number", lambda text, spans: None)     # the set of strs decides
     assert msprobe_native._entry_names(raw, spans)[0] is None
     assert msprobe_native._entry_names(raw, spans[[0, 1, 3]])[0] == ["a.1", "é", "a.12"]
+
+
+def test_a_maps_ascii_check_is_bytes_isascii(tmp_path):
+    """Eight bytes at a time OR-ed, then the tail: a high byte at every place of maps of 1 to 19 bytes."""
+    import mmap
+
+    for size in range(1, 20):
+        for place in [None, *range(size)]:
+            data = bytearray(b"a" * size)
+            if place is not None:
+                data[place] = 0x80 + place
+            path = tmp_path / "m"
+            path.write_bytes(bytes(data))
+            with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                assert msprobe_native._ascii_map(mapped) == bytes(data).isascii(), (size, place)

@@ -31,15 +31,24 @@ from .rows import repeated, shape_fields, shape_of
 def is_utf8(raw) -> bool:
     """Whether ``raw`` (bytes or a map) is ASCII or UTF-8: what the compiled scans take (the rest goes to the
     Python readers, which name the first bad byte)."""
-    import numpy as np
-
-    if raw.isascii() if isinstance(raw, bytes) else int(np.frombuffer(raw, np.uint8).max(initial=0)) < 0x80:
+    if raw.isascii() if isinstance(raw, bytes) else _ascii_map(raw):
         return True
     try:
         str(raw, "utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _ascii_map(raw) -> bool:
+    """Whether a map's bytes are all below 0x80: eight at a time OR-ed (the main thread read 67 MB a side for
+    their maximum byte, ~2x the time)."""
+    import numpy as np
+
+    words = len(raw) // 8
+    high = int(np.bitwise_or.reduce(np.frombuffer(raw, np.uint64, words))) if words else 0
+    tail = np.frombuffer(raw, np.uint8, len(raw) - 8 * words, 8 * words)
+    return high & 0x8080808080808080 == 0 and int(tail.max(initial=0)) < 0x80
 
 
 def native_columns(raw: bytes, path: str, step: int, rank: int, fmt: DumpFormats, beside,
