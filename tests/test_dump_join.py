@@ -13,7 +13,7 @@ import pytest
 
 from test_dump_read_fast import TENSOR, _both, _unit
 from test_dump_stem_codes import _encoded, _formats, _many_names
-from workbench.dumps import msprobe_side
+from workbench.dumps import msprobe_join, msprobe_side
 from workbench.dumps.api_stems import stem_codes
 from workbench.dumps.msprobe_entries import entry_infos
 from workbench.dumps.msprobe_join import Construct, entry_parents, join, number, scan_construct
@@ -43,6 +43,35 @@ def test_join_equals_dict_lookups(seed):
     assert join(name_text, name_rows, key_text, key_rows, last=False).tolist() == [first.get(n, -1) for n in names]
     assert join(name_text, name_rows[:0], key_text, key_rows, last=True).tolist() == []
     assert join(name_text, name_rows, key_text, key_rows[:0], last=True).tolist() == [-1] * len(names)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_join_of_distinct_names_reads_the_keys_in_their_order(seed, monkeypatch):
+    """Distinct names: their table, the keys read once (``dumpscan_join_names``), a key's last or first row as the
+    dict gives it; a repeated name is answered by ``dumpscan_join`` instead."""
+    rng = random.Random(seed)
+    pool = ["a", "b", "é", "a.1.forward", "", "ab", "ba", "x" * 40, "\u4e2d"]
+    keys = [rng.choice(pool) + rng.choice(["", "1", "2"]) for _ in range(300)]
+    names = list(dict.fromkeys(rng.choice(pool) + str(rng.randint(0, 4)) for _ in range(80)))
+    key_text, key_rows = _encoded(keys)
+    name_text, name_rows = _encoded(names)
+    last = {key: row for row, key in enumerate(keys)}
+    first = {key: row for row, key in reversed(list(enumerate(keys)))}
+    called = []
+    scanner = library("dumpscan")
+
+    class Counting:
+        def __getattr__(self, name):
+            called.append(name)
+            return getattr(scanner, name)
+
+    monkeypatch.setattr(msprobe_join, "library", lambda name: Counting())
+    assert join(name_text, name_rows, key_text, key_rows, last=True).tolist() == [last.get(n, -1) for n in names]
+    assert join(name_text, name_rows, key_text, key_rows, last=False).tolist() == [first.get(n, -1) for n in names]
+    assert called == ["dumpscan_join_names"] * 2
+    twice_text, twice = _encoded([*names, names[0]])
+    assert join(twice_text, twice, key_text, key_rows, last=True).tolist() == [last.get(n, -1) for n in [*names, names[0]]]
+    assert called[2:] == ["dumpscan_join_names", "dumpscan_join"]
 
 
 def test_distinct_strings_numbered_in_order_of_first_appearance():

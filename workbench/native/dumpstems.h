@@ -122,6 +122,51 @@ int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_
     return 0;
 }
 
+/* dumpscan_join's result where the `n` names are distinct, with the hash table made of the names rather than of the
+   keys: the names are packed in a small buffer (dump.json's entry names, a line each), the keys are spread over a
+   large file (construct.json, stack.json), so the keys are read once in their order and the random reads fall in
+   the names' table and buffer, not in the keys' file. `table`: Python's zeroed table of `slots` entries (a power of
+   two, at least twice `n`). Returns 0; -1 as dumpscan_join; -2 where two names are equal (out is then partial:
+   Python calls dumpscan_join). Nothing is allocated. */
+int64_t dumpscan_join_names(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
+                            const unsigned char *keys_text, int64_t keys_size, const int64_t *keys, int64_t nkeys,
+                            int64_t last, int64_t *out, int64_t *table, int64_t slots) {
+    if (n < 0 || nkeys < 0 || text_size < 0 || keys_size < 0 || slots < 2 || slots < 2 * n ||
+        (slots & (slots - 1)) != 0)
+        return -1;
+    for (int64_t row = 0; row < n; row++) {
+        int64_t offset = spans[2 * row], length = spans[2 * row + 1];
+        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        out[row] = -1;
+        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) { table[slot] = row + 1; break; }
+            int64_t other = held - 1;
+            if (spans[2 * other + 1] == length && memcmp(text + spans[2 * other], text + offset, (size_t)length) == 0)
+                return -2;
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    for (int64_t k = 0; k < nkeys; k++) {
+        int64_t offset = keys[2 * k], length = keys[2 * k + 1];
+        if (offset < 0 || length < 0 || offset > keys_size || length > keys_size - offset) return -1;
+        uint64_t slot = stem_hash(keys_text + offset, length, 0) & (uint64_t)(slots - 1);
+        for (;;) {
+            int64_t held = table[slot];
+            if (held == 0) break;                                   /* no name holds this key */
+            int64_t other = held - 1;
+            if (spans[2 * other + 1] == length &&
+                memcmp(text + spans[2 * other], keys_text + offset, (size_t)length) == 0) {
+                if (last || out[other] < 0) out[other] = k;
+                break;
+            }
+            slot = (slot + 1) & (uint64_t)(slots - 1);
+        }
+    }
+    return 0;
+}
+
 /* The distinct byte strings among `n` (offset, length) rows of `spans` into `text`, numbered in order of first
    appearance: `code` per row, `first` per number (its first row); `table` as above, at least twice `n` slots. A
    row equal to the one before is numbered without a hash table visit. Returns the number of distinct strings, or
