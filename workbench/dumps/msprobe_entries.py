@@ -18,14 +18,16 @@ def entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=
         found = _by_stems(names, parents, fmt, stems, joined)
         if found is not None:
             return found
-    return _one_by_one(names, parents if joined is None else _parents_of(names, joined), fmt)
+    return _one_by_one(names, parents if joined is None else _parent_list(joined), fmt)
 
 
-def _parents_of(names: list[str], joined, rows=None) -> dict:
-    """The ``parents`` dict of these names (or of ``rows`` of them) from their numbered parents."""
+def _parent_list(joined, rows=None) -> list:
+    """Each name's parent (or each of ``rows``'), None where it has none, from their numbered parents: a list
+    spread with numpy, not a dict of the names."""
+    import numpy as np
+
     code, texts = joined
-    rows = range(len(names)) if rows is None else rows
-    return {names[i]: texts[c] for i, c in zip(rows, code[list(rows)].tolist(), strict=True) if c >= 0}
+    return np.array([*texts, None], dtype=object)[code if rows is None else code[rows]].tolist()
 
 
 def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, joined=None) -> tuple | None:
@@ -60,7 +62,7 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
     else:                                                    # parents numbered: one owner per distinct parent
         owner = np.array([*(_owner_module(text, m, cache) for text in joined[1]), ""], dtype=object)
         modules[rows] = owner[joined[0][rows]]
-        parents = _parents_of(names, joined, rest.tolist())
+        parents = _parent_list(joined, rest)
     ops[rows] = np.array([*ops_of, None], dtype=object)[code[rows]]
     passes[rows] = np.array([*passes_of, None], dtype=object)[code[rows]]
     found = _one_by_one([names[i] for i in rest.tolist()], parents, fmt)
@@ -69,17 +71,19 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
     return ops, modules, passes, found[3]
 
 
-def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list, list, list, bool]:
+def _one_by_one(names: list[str], parents, fmt: DumpFormats) -> tuple[list, list, list, bool]:
     """:func:`entry_infos` in one loop with the patterns' bound methods, module paths once per path or parent,
-    an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`)."""
+    an API entry's op and pass once per stem where that is exact (:mod:`.api_stems`). ``parents``: construct.json's
+    dict, or each name's parent in a list (None: none)."""
     m = fmt.msprobe
-    module_of_name, api_match, parent_of = module_groups(m["module_pattern"]), m["api_pattern"].match, parents.get
+    module_of_name, api_match = module_groups(m["module_pattern"]), m["api_pattern"].match
+    parent_list = map(parents.get, names) if isinstance(parents, dict) else parents
     stem_of = stem if by_stem(m["api_pattern"]) else _no_stem
     by_stems: dict = {}                                       # (head, pass) -> (op, pass) of a matched API name
     cache: dict = {}
     owners: dict = {}                                         # parent name -> its module path
     ops, modules, passes, grad = [], [], [], False
-    for name in names:
+    for name, parent in zip(names, parent_list, strict=True):
         found = module_of_name(name)
         if found:
             cls, path, pass_ = found
@@ -92,7 +96,6 @@ def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list
             modules.append(module)
             passes.append(intern(pass_))
             continue
-        parent = parent_of(name)
         module = owners.get(parent) if type(parent) is str else ""
         if module is None:
             module = owners[parent] = _owner_module(parent, m, cache)
@@ -108,7 +111,7 @@ def _one_by_one(names: list[str], parents: dict, fmt: DumpFormats) -> tuple[list
             if key is not None:
                 by_stems[key] = ops[-1], passes[-1]
         else:
-            op, _, pass_, _ = entry_info(name, parents, fmt, cache)
+            op, _, pass_, _ = entry_info(name, {}, fmt, cache)       # its module: the parent's, above
             ops.append(op)
             passes.append(pass_)
         modules.append(module)
