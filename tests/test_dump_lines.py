@@ -108,12 +108,16 @@ def test_the_buffer_is_filled_exactly_or_refused():
     assert _call(raw, items, np.array([[0, 2]], np.int64), 1, 2, bytearray(8), 7) == -1      # index past the items
 
 
-def test_packed_spans_are_the_strings_packed():
+def test_packed_lines_are_the_strings_packed():
+    """The strings packed a line each, made strs only where picked (any rows, in any order), or all at once."""
     rng = random.Random(9)
     for _ in range(30):
         raw, found = _raw(rng)
         array = np.array(found, np.int64).reshape(-1, 2)
-        strings, text, rows = msprobe_lines.packed_spans(raw, array)
-        assert strings == spans(raw, array)
+        names = msprobe_lines.packed_lines(raw, array)
+        strings = spans(raw, array)
         joined, expected = msprobe_lines.packed(strings, array[:, 1])
-        assert rows.tolist() == expected.tolist() and text == (joined + b"\n" if strings else b"")
+        assert names.rows.tolist() == expected.tolist() and names.text == (joined + b"\n" if strings else b"")
+        rows = [rng.randrange(len(strings)) for _ in range(rng.randint(0, 20))] if strings else []
+        assert msprobe_lines.pick(names, rows) == [strings[i] for i in rows] == msprobe_lines.pick(strings, rows)
+        assert msprobe_lines.as_list(names) == strings and msprobe_lines.pick(names, rows) == [strings[i] for i in rows]

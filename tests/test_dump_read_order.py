@@ -12,6 +12,7 @@ import pytest
 from workbench.dumps import msprobe_native
 from workbench.dumps.formats import load_dump_formats
 from workbench.dumps.msprobe_arrays import spread_codes
+from workbench.dumps.msprobe_lines import as_list
 from workbench.dumps.rows import table_from_columns
 from workbench.native import library
 
@@ -85,10 +86,10 @@ def test_repeated_entry_names_found_by_their_bytes(monkeypatch):
     raw = b'{"data": {"a.1": {}, "\xc3\xa9": {}, "a.1": {}, "a.12": {}}}'
     spans = np.array([[11, 3, 0], [22, 2, 0], [32, 3, 0], [43, 4, 0]], np.int64)
     assert msprobe_native._entry_names(raw, spans)[0] is None
-    assert msprobe_native._entry_names(raw, spans[[0, 1, 3]])[0] == ["a.1", "é", "a.12"]
+    assert as_list(msprobe_native._entry_names(raw, spans[[0, 1, 3]])[0]) == ["a.1", "é", "a.12"]
     monkeypatch.setattr(msprobe_native, "number", lambda text, spans: None)     # the set of strs decides
     assert msprobe_native._entry_names(raw, spans)[0] is None
-    assert msprobe_native._entry_names(raw, spans[[0, 1, 3]])[0] == ["a.1", "é", "a.12"]
+    assert as_list(msprobe_native._entry_names(raw, spans[[0, 1, 3]])[0]) == ["a.1", "é", "a.12"]
 
 
 def test_a_maps_ascii_check_is_bytes_isascii(tmp_path):

@@ -7,18 +7,20 @@ from sys import intern                  # op and pass names: one object per spel
 from .api_stems import by_stem, ends_in_digits, stem
 from .formats import DumpFormats
 from .module_names import module_groups
+from .msprobe_lines import as_list, pick
 
 
 def entry_infos(names: list[str], parents: dict | None, fmt: DumpFormats, stems=None, joined=None) -> tuple:
     """Ops, module paths and passes of entry names (as :func:`entry_info` gives them one by one), and whether
     any is a parameter gradient. ``stems``: :func:`.api_stems.stem_codes` of the names, when the library found
     them; then API names are read once per stem and per parent (:func:`_by_stems`), the rest one by one.
-    ``joined``: instead of ``parents``, each name's parent as :func:`.msprobe_join.entry_parents` numbers them."""
+    ``joined``: instead of ``parents``, each name's parent as :func:`.msprobe_join.entry_parents` numbers them.
+    ``names``: a list, or :class:`.msprobe_lines.Packed` (strs made of only the names read)."""
     if stems is not None and by_stem(fmt.msprobe["api_pattern"]) and ends_in_digits(fmt.msprobe["module_pattern"]):
         found = _by_stems(names, parents, fmt, stems, joined)
         if found is not None:
             return found
-    return _one_by_one(names, parents if joined is None else _parent_list(joined), fmt)
+    return _one_by_one(as_list(names), parents if joined is None else _parent_list(joined), fmt)
 
 
 def _parent_list(joined, rows=None) -> list:
@@ -41,8 +43,8 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
     code, first = stems
     api_match = m["api_pattern"].match
     ops_of, passes_of = [], []
-    for row in first.tolist():
-        found = api_match(names[row])
+    for name in pick(names, first):                         # one name per stem made a str
+        found = api_match(name)
         prim, api, pass_ = found.group("prim", "api", "pass") if found else (None, None, None)
         ops_of.append(intern(prim or api) if found else None)
         passes_of.append(intern(pass_) if found else None)
@@ -52,7 +54,7 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
     ops, modules, passes = (np.empty(len(names), dtype=object) for _ in range(3))
     cache: dict = {}
     if joined is None:
-        parent_list = list(map(parents.get, np.array(names, dtype=object)[rows]))
+        parent_list = list(map(parents.get, pick(names, rows)))
         try:
             distinct = set(parent_list)
         except TypeError:
@@ -65,7 +67,7 @@ def _by_stems(names: list[str], parents: dict | None, fmt: DumpFormats, stems, j
         parents = _parent_list(joined, rest)
     ops[rows] = np.array([*ops_of, None], dtype=object)[code[rows]]
     passes[rows] = np.array([*passes_of, None], dtype=object)[code[rows]]
-    found = _one_by_one([names[i] for i in rest.tolist()], parents, fmt)
+    found = _one_by_one(pick(names, rest), parents, fmt)
     for column, values in zip((ops, modules, passes), found[:3], strict=True):
         column[rest] = values
     return ops, modules, passes, found[3]

@@ -68,24 +68,63 @@ def _split(out: bytearray, count: int) -> list[str] | None:
 
 def spans(raw: bytes, spans) -> list[str] | None:
     """The strings at (offset, length) rows of ``raw`` (entry names, stack.json's ids and names)."""
-    found = packed_spans(raw, spans)
-    return None if found is None else found[0]
+    found = _span_lines(raw, spans)
+    return None if found is None else _split(*found)
 
 
-def packed_spans(raw: bytes, spans):
-    """(strings, text, rows): :func:`spans`, and the buffer they were decoded from (a newline after each) with
-    their (offset, length) rows in it, as :func:`packed` gives them without joining the strings again; None as
-    :func:`spans`."""
+def _span_lines(raw: bytes, spans):
     import numpy as np
 
     items = np.empty((len(spans), 3), np.int64)
     items[:, 0] = TEXT
     items[:, 1:] = spans[:, :2]
-    found = _buffer(raw, b"", items, None)
-    strings = None if found is None else _split(*found)
-    if strings is None:
-        return None
-    return strings, bytes(found[0]), _lines_at(items[:, 2])
+    return _buffer(raw, b"", items, None)
+
+
+class Packed:
+    """Strings packed a line each in one buffer: ``text``, and their (offset, length) ``rows`` there. The compiled
+    passes read them there (at their places in dump.json each was a cache miss); Python makes strs of only the ones
+    it reads (:func:`pick`: the reader reads ~30k module names and a name per API stem of 170k entry names), or of
+    all of them once (:func:`as_list`: the slow paths)."""
+
+    def __init__(self, text: bytes, rows):
+        self.text, self.rows, self.strings = text, rows, None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def packed_lines(raw: bytes, spans) -> Packed | None:
+    """The strings at (offset, length) rows of ``raw`` as :class:`Packed`, without a str of each; None as
+    :func:`spans`."""
+    found = _span_lines(raw, spans)
+    return None if found is None else Packed(bytes(found[0]), _lines_at(spans[:, 1]))
+
+
+def pick(names, rows) -> list[str]:
+    """``names[i]`` for each ``i`` of ``rows``: of :class:`Packed` names in one compiled pass, of a list by index."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if not isinstance(names, Packed):
+        return [names[i] for i in rows.tolist()]
+    if names.strings is not None:
+        return [names.strings[i] for i in rows.tolist()]
+    found = spans(names.text, names.rows[rows])
+    if found is None:                                 # pragma: no cover - the rows were written by the same pass
+        found = [names.text[a:a + n].decode("utf-8") for a, n in names.rows[rows].tolist()]
+    return found
+
+
+def as_list(names) -> list[str]:
+    """Every name as a str (made once for :class:`Packed` names)."""
+    import numpy as np
+
+    if not isinstance(names, Packed):
+        return names
+    if names.strings is None:
+        names.strings = pick(names, np.arange(len(names)))
+    return names.strings
 
 
 def row_names(raw: bytes, name_spans, entry, middles: list[str], middle, tails: list[str], tail) -> list[str] | None:

@@ -22,7 +22,7 @@ from .msprobe_scan import (DTYPE, ENTRY, FIXED_COLUMNS, INDEX, INF, INNER, KEY, 
 from .msprobe_sink import IO_LABELS
 from .msprobe_arrays import by_id, counts, distinct, integers, spread_codes
 from .msprobe_join import number
-from .msprobe_lines import packed, packed_spans, row_names
+from .msprobe_lines import as_list, packed, packed_lines, row_names
 from .rows import repeated, shape_fields, shape_of
 
 
@@ -131,16 +131,18 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
 
 
 def _entry_names(raw: bytes, entries) -> tuple:
-    """(names, text, spans): the entry names, and the buffer of them packed and their spans there (the compiled
-    passes read them there rather than at their places in dump.json: :func:`.msprobe_lines.packed`); names None
-    where one is repeated (``json.loads`` keeps the last: the Python reader decides)."""
-    found = packed_spans(raw, entries)
-    if found is None:
+    """(names, text, spans): the entry names (:class:`.msprobe_lines.Packed`: strs made of only those read), the
+    buffer of them packed and their spans there (the compiled passes read them there rather than at their places
+    in dump.json); names None where one is repeated (``json.loads`` keeps the last: the Python reader decides)."""
+    names = packed_lines(raw, entries)
+    if names is None:
         names = texts(raw, entries[:, :2])
         found = (names, *packed(names, entries[:, 1]))
+    else:
+        found = (names, names.text, names.rows)
     distinct = number(found[1], found[2])                 # the names' bytes hashed, not a set of every str
-    count = len(set(found[0])) if distinct is None else len(distinct[1])
-    return found if count == len(found[0]) else (None, *found[1:])
+    count = len(set(as_list(names))) if distinct is None else len(distinct[1])
+    return found if count == len(names) else (None, *found[1:])
 
 
 def _ordered(rows, stats, entry_of, rank_of_key, keep):
@@ -190,9 +192,9 @@ def _names(raw: bytes, rows, named: tuple, backward, layout: Layout, m: dict) ->
         found = row_names(text, spans_, entry, middles, middle, tails, index)
         if found is not None:
             return found
-        return np.asarray(names, dtype=object)[entry] + np.array(middles, dtype=object)[middle] \
+        return np.asarray(as_list(names), dtype=object)[entry] + np.array(middles, dtype=object)[middle] \
             + np.array(tails, dtype=object)[index]
-    out = []
+    out, names = [], as_list(names)
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
         tail = _text(raw, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"

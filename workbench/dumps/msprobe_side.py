@@ -20,7 +20,7 @@ from ..input_files import parse_json
 from ..native import address, library, scanned_bytes
 from .formats import DumpFormats
 from .msprobe_join import Construct, entry_parents, join, scan_construct
-from .msprobe_lines import spans
+from .msprobe_lines import as_list, spans
 from .msprobe_native import is_utf8, texts
 from .msprobe_scan import FULL, OK, START
 from .msprobe_sink import FIX
@@ -75,7 +75,7 @@ class Beside:
             if member is not None:
                 ids = np.array([*found.keys, ""], dtype=object)
                 return ids[np.where(member >= 0, found.names[np.maximum(member, 0), 0], -1)]
-        return list(map(self.stacks().get, names, repeat("", len(names))))
+        return list(map(self.stacks().get, as_list(names), repeat("", len(names))))
 
     def _dict(self, key: str) -> dict:
         found = self._get(key)
