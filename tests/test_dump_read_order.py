@@ -2,7 +2,7 @@
 sort would give that order (``msprobe_native._ordered`` against ``np.lexsort``), module paths numbered per entry
 (``msprobe_arrays.spread_codes``) giving the table a plain spread gives, entry names' repeats found by hashing
 their bytes as a set of the strs finds them, the table taking the readers' arrays without aliasing two columns,
-and a memory map's ASCII check eight bytes at a time."""
+a memory map's ASCII check eight bytes at a time, and the side files read once when two threads ask."""
 from __future__ import annotations
 
 import numpy as np
@@ -105,3 +105,33 @@ def test_a_maps_ascii_check_is_bytes_isascii(tmp_path):
             path.write_bytes(bytes(data))
             with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 assert msprobe_native._ascii_map(mapped) == bytes(data).isascii(), (size, place)
+
+
+def test_side_files_asked_by_two_threads_are_read_once(tmp_path, monkeypatch):
+    """A scan started ahead loads the side files in its thread while the reader may ask for them: one reads each
+    file, the other waits for it (both got the same objects)."""
+    import threading
+    import time
+
+    from workbench.dumps import msprobe_side
+    from workbench.dumps.msprobe_entries import entry_infos
+
+    (tmp_path / "construct.json").write_text('{"Tensor.add.0.forward": "Module.a.A.forward.0"}')
+    (tmp_path / "stack.json").write_text('{"0": [["Tensor.add.0.forward"], ["a.py:1"]]}')
+    reads = []
+    slow = msprobe_side.load_construct
+
+    def counted(path):
+        reads.append(path)
+        time.sleep(0.05)                                      # the other thread asks meanwhile
+        return slow(path)
+
+    monkeypatch.setattr(msprobe_side, "load_construct", counted)
+    beside = msprobe_side.Beside(tmp_path, load_dump_formats(), entry_infos)
+    threads = [threading.Thread(target=beside.load) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(reads) == 1 and beside.parents() == {"Tensor.add.0.forward": "Module.a.A.forward.0"}
+    assert beside.stacks() == {"Tensor.add.0.forward": "0"}

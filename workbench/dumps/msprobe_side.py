@@ -36,9 +36,13 @@ class Beside:
     fmt, stems)``: the reader's parsing of entry names (:meth:`infos`)."""
 
     def __init__(self, folder: Path, fmt: DumpFormats, entry_infos):
+        import threading
+
         self.fmt, self.entry_infos = fmt, entry_infos
         self.paths = {"parents": folder / fmt.msprobe["construct_file"], "stacks": folder / fmt.msprobe["stack_file"]}
         self.found: dict = {}
+        # a scan started ahead loads them in its thread while the reader may ask: one reads a file, the other waits
+        self.lock = threading.Lock()
 
     def load(self) -> None:
         for key in self.paths:
@@ -81,16 +85,18 @@ class Beside:
         found = self._get(key)
         if isinstance(found, (Construct, Stacks)):                # the spans as json's dict, once
             found = _construct_dict(found.raw, self.paths[key]) if key == "parents" else found.as_dict()
-            self.found[key] = found, None
+            with self.lock:
+                self.found[key] = found, None
         return found
 
     def _get(self, key: str):
-        if key not in self.found:
-            try:
-                self.found[key] = (load_construct if key == "parents" else load_stacks)(self.paths[key]), None
-            except InputError as error:
-                self.found[key] = None, error
-        value, error = self.found[key]
+        with self.lock:
+            if key not in self.found:
+                try:
+                    self.found[key] = (load_construct if key == "parents" else load_stacks)(self.paths[key]), None
+                except InputError as error:
+                    self.found[key] = None, error
+            value, error = self.found[key]
         if error is not None:
             raise error
         return value
