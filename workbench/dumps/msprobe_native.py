@@ -103,8 +103,10 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
     if (rows[:, DTYPE] < 0).any():
         return None                                       # a tensor without a dtype: the reader's error
     size = len(rows)
-    out: dict = {"name": _names(raw, rows, (names, text, spans_), backward, layout, m)}
-    out["io"], out["slot"] = _io_slots(rows, entries, backward, layout, m)
+    entry = rows[:, ENTRY].copy()                         # contiguous: it indexes seven arrays below
+    member = backward[entry] * len(layout.keys) + rows[:, KEY]   # (pass, member key) numbered per row
+    out: dict = {"name": _names(raw, rows, (names, text, spans_), (backward, entry, member), layout, m)}
+    out["io"], out["slot"] = _io_slots(rows, entries, (entry, member), layout, m)
     out["dtype"] = by_id(rows[:, DTYPE], lambda i: fmt.dtype(spell[i]))
     shape_ids = distinct(rows[:, SHAPE])                  # once for the three uses below
     shapes = {i: _shape(spell[i], path) if i >= 0 else ("", None) for i in shape_ids[0].tolist()}
@@ -117,7 +119,6 @@ def _columns(raw: bytes, found, layout: Layout, path: str, step: int, rank: int,
         out[column] = stats[:, index].copy() if index is not None else np.full(size, math.nan)
     per_entry = {"op": ops, "module_path": modules, "pass": passes}
     per_entry["stack_id"] = beside.stack_ids(names, text, spans_)
-    entry = rows[:, ENTRY]
     for column, values in per_entry.items():
         if not size:
             out[column] = np.empty(0, dtype=object)
@@ -173,11 +174,12 @@ def texts(raw: bytes, spans, text: str | None = None) -> list[str]:
     return [raw[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
 
 
-def _names(raw: bytes, rows, named: tuple, backward, layout: Layout, m: dict) -> list[str]:
+def _names(raw: bytes, rows, named: tuple, placed: tuple, layout: Layout, m: dict) -> list[str]:
     """``{entry}.{label}.{position}`` (``.{position}.{inner position}`` in a nested list), or
     ``.{argument name}`` for a mapping's member. ``named``: the entry names, and the buffer of them packed and
     their spans there (:func:`.msprobe_lines.packed`: read there, not at their places in ``raw``, a row's entry
-    name is not a cache miss each; ``raw`` holds the argument names)."""
+    name is not a cache miss each; ``raw`` holds the argument names). ``placed``: which entries are backward, and
+    each row's entry and (pass, member key) number (:func:`_io_slots`)."""
     import numpy as np
 
     names, text, spans_ = named
@@ -187,14 +189,13 @@ def _names(raw: bytes, rows, named: tuple, backward, layout: Layout, m: dict) ->
     if len(rows) and (rows[:, SUB_LEN] < 0).all() and (rows[:, INNER] < 0).all() and index.min() >= 0:
         middles = [f".{label}." for p in ("forward", "backward") for label in labels[p]]
         tails = [str(i) for i in range(int(index.max()) + 1)]
-        entry = rows[:, ENTRY]                  # every row a plain position: its three pieces joined, per row
-        middle = backward[entry].astype(np.int64) * len(layout.keys) + rows[:, KEY]
+        _, entry, middle = placed              # every row a plain position: its three pieces joined, per row
         found = row_names(text, spans_, entry, middles, middle, tails, index)
         if found is not None:
             return found
         return np.asarray(as_list(names), dtype=object)[entry] + np.array(middles, dtype=object)[middle] \
             + np.array(tails, dtype=object)[index]
-    out, names = [], as_list(names)
+    out, names, backward = [], as_list(names), placed[0]
     for entry, key, index, inner, sub_off, sub_len in rows[:, [ENTRY, KEY, INDEX, INNER, SUB_OFF, SUB_LEN]].tolist():
         label = labels["backward" if backward[entry] else "forward"][key]
         tail = _text(raw, sub_off, sub_len) if sub_len >= 0 else index if inner < 0 else f"{index}.{inner}"
@@ -202,22 +203,20 @@ def _names(raw: bytes, rows, named: tuple, backward, layout: Layout, m: dict) ->
     return out
 
 
-def _io_slots(rows, entries, backward, layout: Layout, m: dict):
-    """io per row and slot: the position, after the ``input_args`` list's length for ``input_kwargs`` members."""
+def _io_slots(rows, entries, placed: tuple, layout: Layout, m: dict):
+    """io per row and slot: the position, after the ``input_args`` list's length for ``input_kwargs`` members.
+    ``placed``: each row's entry and its (pass, member key) number, pass x len(layout.keys) + key."""
     import numpy as np
 
-    ios = {p: [m[f"{p}_keys"].get(k, "") for k in layout.keys] for p in ("forward", "backward")}
-    io_table = np.array([ios["forward"], ios["backward"]], dtype=object)
-    key, entry = rows[:, KEY], rows[:, ENTRY]
-    io = io_table[backward[entry].astype(np.int64), key]
+    entry, member = placed
+    io = np.array([m[f"{p}_keys"].get(k, "") for p in ("forward", "backward") for k in layout.keys], dtype=object)
     slot = rows[:, INDEX].copy()
     for pass_, code in (("forward", 0), ("backward", 1)):
         keys = list(m[f"{pass_}_keys"])
         if "input_args" in keys and "input_kwargs" in keys and keys.index("input_args") < keys.index("input_kwargs"):
-            kwargs = (key == layout.keys.index("input_kwargs")) & (backward[entry] == bool(code))
-            offset = np.maximum(entries[entry[kwargs], 2], 0)
-            slot[kwargs] += offset
-    return io, slot
+            kwargs = member == code * len(layout.keys) + layout.keys.index("input_kwargs")
+            slot[kwargs] += np.maximum(entries[entry[kwargs], 2], 0)
+    return io[member], slot
 
 
 def _shape(spelling: str, path: str) -> tuple[str, int | None]:
