@@ -14,7 +14,8 @@ from dump_tables import benchmark_module
 
 from workbench_testing import ROOT
 
-RANKS, ROWS = 4, 80_000                  # rows per side: a unit takes seconds, so the signal lands inside the first two
+RANKS, ROWS = 4, 160_000                 # rows per side: a unit takes ~0.3-0.5 s (and more under load), so the
+                                         # signal, 0.1 s after the worker starts, lands inside the first two
 
 
 @pytest.fixture(scope="module")
