@@ -30,6 +30,16 @@ static int64_t stem_head(const unsigned char *name, const unsigned char *end, in
     return (digit - 1) - name;
 }
 
+/* Whether (offset, length) lies within `size` bytes. */
+static int span_in(int64_t offset, int64_t length, int64_t size) {
+    return offset >= 0 && length >= 0 && offset <= size && length <= size - offset;
+}
+
+/* Whether a hash table of `slots` entries can hold `entries` rows: a power of two, at least twice as many. */
+static int table_fits(int64_t slots, int64_t entries) {
+    return entries >= 0 && slots >= 2 && slots >= 2 * entries && (slots & (slots - 1)) == 0;
+}
+
 /* dumpjson.h's word_hash, then the pass: fnv1a's multiply a byte was most of a join (~40-byte names, ~80k keys and
    as many names a side). Equal keys are decided by their bytes; the hash only spreads them over the slots. */
 static uint64_t stem_hash(const unsigned char *p, int64_t length, int pass) {
@@ -49,12 +59,12 @@ static int same_stem(const void *context, int64_t other_row) {      /* spancodes
 
 int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
                        int64_t *code, int64_t *first, int64_t *table, int64_t slots) {
-    if (n < 0 || text_size < 0 || slots < 2 || slots < 2 * n || (slots & (slots - 1)) != 0) return -1;
+    if (text_size < 0 || !table_fits(slots, n)) return -1;
     int64_t distinct = 0, previous = -1, previous_head = -1;
     int previous_pass = -1;
     for (int64_t row = 0; row < n; row++) {
         int64_t offset = spans[2 * row], length = spans[2 * row + 1];
-        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        if (!span_in(offset, length, text_size)) return -1;
         const unsigned char *name = text + offset;
         int pass = -1;
         int64_t head = stem_head(name, name + length, &pass);
@@ -75,6 +85,24 @@ int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64
     return distinct;
 }
 
+/* The slot of `table` (`slots` entries, a power of two; an entry is a row number + 1, 0 where empty) holding a row of
+   `rows` ((offset, length) pairs into `rows_text`) whose bytes are the `length` bytes at `bytes`, else the empty slot
+   where the probe stopped; `*found`: that row, or -1. */
+static uint64_t probe_slot(const int64_t *table, int64_t slots, const int64_t *rows, const unsigned char *rows_text,
+                           const unsigned char *bytes, int64_t length, int64_t *found) {
+    uint64_t slot = stem_hash(bytes, length, 0) & (uint64_t)(slots - 1);
+    for (;;) {
+        int64_t held = table[slot];
+        if (held == 0) { *found = -1; return slot; }
+        int64_t other = held - 1;
+        if (rows[2 * other + 1] == length && memcmp(rows_text + rows[2 * other], bytes, (size_t)length) == 0) {
+            *found = other;
+            return slot;
+        }
+        slot = (slot + 1) & (uint64_t)(slots - 1);
+    }
+}
+
 /* Names looked up among keys by their bytes, for workbench/dumps/msprobe_join.py: for each of the `n` (offset,
    length) rows of `spans` into `text`, the index of the row of `keys` (into `keys_text`, `nkeys` rows) holding the
    same bytes, the last such row when `last` is 1 (a JSON object keeps a repeated name's last value), else the
@@ -83,41 +111,18 @@ int64_t dumpscan_stems(const unsigned char *text, int64_t text_size, const int64
 int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
                       const unsigned char *keys_text, int64_t keys_size, const int64_t *keys, int64_t nkeys,
                       int64_t last, int64_t *out, int64_t *table, int64_t slots) {
-    if (n < 0 || nkeys < 0 || text_size < 0 || keys_size < 0 || slots < 2 || slots < 2 * nkeys ||
-        (slots & (slots - 1)) != 0)
-        return -1;
+    if (n < 0 || text_size < 0 || keys_size < 0 || !table_fits(slots, nkeys)) return -1;
     for (int64_t k = 0; k < nkeys; k++) {
         int64_t offset = keys[2 * k], length = keys[2 * k + 1];
-        if (offset < 0 || length < 0 || offset > keys_size || length > keys_size - offset) return -1;
-        uint64_t slot = stem_hash(keys_text + offset, length, 0) & (uint64_t)(slots - 1);
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) { table[slot] = k + 1; break; }
-            int64_t other = held - 1;
-            if (keys[2 * other + 1] == length &&
-                memcmp(keys_text + keys[2 * other], keys_text + offset, (size_t)length) == 0) {
-                if (last) table[slot] = k + 1;
-                break;
-            }
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        if (!span_in(offset, length, keys_size)) return -1;
+        int64_t other;
+        uint64_t slot = probe_slot(table, slots, keys, keys_text, keys_text + offset, length, &other);
+        if (other < 0 || last) table[slot] = k + 1;
     }
     for (int64_t row = 0; row < n; row++) {
         int64_t offset = spans[2 * row], length = spans[2 * row + 1];
-        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
-        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
-        out[row] = -1;
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) break;
-            int64_t other = held - 1;
-            if (keys[2 * other + 1] == length &&
-                memcmp(keys_text + keys[2 * other], text + offset, (size_t)length) == 0) {
-                out[row] = other;
-                break;
-            }
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        if (!span_in(offset, length, text_size)) return -1;
+        probe_slot(table, slots, keys, keys_text, text + offset, length, &out[row]);
     }
     return 0;
 }
@@ -131,38 +136,22 @@ int64_t dumpscan_join(const unsigned char *text, int64_t text_size, const int64_
 int64_t dumpscan_join_names(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
                             const unsigned char *keys_text, int64_t keys_size, const int64_t *keys, int64_t nkeys,
                             int64_t last, int64_t *out, int64_t *table, int64_t slots) {
-    if (n < 0 || nkeys < 0 || text_size < 0 || keys_size < 0 || slots < 2 || slots < 2 * n ||
-        (slots & (slots - 1)) != 0)
-        return -1;
+    if (nkeys < 0 || text_size < 0 || keys_size < 0 || !table_fits(slots, n)) return -1;
     for (int64_t row = 0; row < n; row++) {
         int64_t offset = spans[2 * row], length = spans[2 * row + 1];
-        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        if (!span_in(offset, length, text_size)) return -1;
         out[row] = -1;
-        uint64_t slot = stem_hash(text + offset, length, 0) & (uint64_t)(slots - 1);
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) { table[slot] = row + 1; break; }
-            int64_t other = held - 1;
-            if (spans[2 * other + 1] == length && memcmp(text + spans[2 * other], text + offset, (size_t)length) == 0)
-                return -2;
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        int64_t other;
+        uint64_t slot = probe_slot(table, slots, spans, text, text + offset, length, &other);
+        if (other >= 0) return -2;
+        table[slot] = row + 1;
     }
     for (int64_t k = 0; k < nkeys; k++) {
         int64_t offset = keys[2 * k], length = keys[2 * k + 1];
-        if (offset < 0 || length < 0 || offset > keys_size || length > keys_size - offset) return -1;
-        uint64_t slot = stem_hash(keys_text + offset, length, 0) & (uint64_t)(slots - 1);
-        for (;;) {
-            int64_t held = table[slot];
-            if (held == 0) break;                                   /* no name holds this key */
-            int64_t other = held - 1;
-            if (spans[2 * other + 1] == length &&
-                memcmp(text + spans[2 * other], keys_text + offset, (size_t)length) == 0) {
-                if (last || out[other] < 0) out[other] = k;
-                break;
-            }
-            slot = (slot + 1) & (uint64_t)(slots - 1);
-        }
+        if (!span_in(offset, length, keys_size)) return -1;
+        int64_t other;                                              /* -1: no name holds this key */
+        probe_slot(table, slots, spans, text, keys_text + offset, length, &other);
+        if (other >= 0 && (last || out[other] < 0)) out[other] = k;
     }
     return 0;
 }
@@ -173,11 +162,11 @@ int64_t dumpscan_join_names(const unsigned char *text, int64_t text_size, const 
    -1 when an argument or a row is out of range. Nothing is allocated. */
 int64_t dumpscan_distinct(const unsigned char *text, int64_t text_size, const int64_t *spans, int64_t n,
                         int64_t *code, int64_t *first, int64_t *table, int64_t slots) {
-    if (n < 0 || text_size < 0 || slots < 2 || slots < 2 * n || (slots & (slots - 1)) != 0) return -1;
+    if (text_size < 0 || !table_fits(slots, n)) return -1;
     int64_t distinct = 0;
     for (int64_t row = 0; row < n; row++) {
         int64_t offset = spans[2 * row], length = spans[2 * row + 1];
-        if (offset < 0 || length < 0 || offset > text_size || length > text_size - offset) return -1;
+        if (!span_in(offset, length, text_size)) return -1;
         if (row && spans[2 * row - 1] == length &&
             memcmp(text + spans[2 * row - 2], text + offset, (size_t)length) == 0) {
             code[row] = code[row - 1];
