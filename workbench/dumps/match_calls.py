@@ -11,7 +11,7 @@ from typing import Callable
 from .api_stems import ends_in_digits
 from .formats import load_dump_formats
 from .match_names import cell_text
-from .match_codes import IOS, few_codes, io_codes, tuple_codes
+from .match_codes import IO_CODE, IOS, few_codes, io_codes, tuple_codes
 from .match_stems import CallStems, call_stems
 
 STATS = ("max", "min", "mean", "l2norm")
@@ -98,9 +98,6 @@ class Rows:
         values = [self.take(column, positions) for column in self.columns]
         return {position: dict(zip(self.columns, row, strict=True))
                 for position, row in zip(positions, zip(*values, strict=True), strict=True)}
-
-
-IO_CODE = {io: code for code, io in enumerate(IOS)}
 
 
 @dataclass

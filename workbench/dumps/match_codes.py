@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 IOS = ("input", "output", "parameter")        # the ios matching reads of a call (any other io: code 3)
+IO_CODE = {io: code for code, io in enumerate(IOS)}
 
 
 def tuple_codes(columns):

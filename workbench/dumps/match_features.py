@@ -49,7 +49,7 @@ def _side_codes(rows_a: Rows, rows_b: Rows, ops) -> tuple:
     """((kind, key, last, level) arrays of A's calls, the same of B's), the codes numbered over both sides."""
     import numpy as np
 
-    from .match_calls import tuple_codes
+    from .match_codes import tuple_codes
     from .match_columns import object_array
 
     index_a, index_b = rows_a.derived["calls"], rows_b.derived["calls"]
@@ -106,7 +106,7 @@ def _sequence_codes(kind, values, lengths, owner):
     a collision (never seen) numbers the sequences as bytes instead."""
     import numpy as np
 
-    from .match_calls import tuple_codes
+    from .match_codes import tuple_codes
     from .match_columns import object_array
 
     ends = np.cumsum(lengths)

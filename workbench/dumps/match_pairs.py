@@ -8,7 +8,8 @@ sorting by them gives the order of one :func:`pair_rows` per call pair in the or
 """
 from __future__ import annotations
 
-from .match_calls import IO_CODE, IOS, Call, Rows, call_numbers, known
+from .match_calls import Call, Rows, call_numbers, known
+from .match_codes import IO_CODE, IOS
 from .match_columns import expanded
 from .match_names import param_name
 

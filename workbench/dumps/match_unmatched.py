@@ -88,7 +88,7 @@ class Unmatched:
         """The reason number of each call of ``numbers``: ``describe`` called once per distinct (op, module path)."""
         import numpy as np
 
-        from .match_calls import tuple_codes
+        from .match_codes import tuple_codes
         from .match_columns import object_array
 
         table = self._tables[side]

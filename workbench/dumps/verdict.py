@@ -116,7 +116,7 @@ def _dtype_pairs(frame) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from .match_calls import tuple_codes
+    from .match_codes import tuple_codes
 
     a, b = frame["a_dtype"].to_numpy(dtype=object), frame["b_dtype"].to_numpy(dtype=object)
     if pd.isna(a).any() or pd.isna(b).any():      # None and nan are one value to pandas, not to normalise_dtype
