@@ -34,7 +34,10 @@ def _sigint_as_in_a_terminal() -> None:
 def _children(pid: int) -> set[int]:
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text()
+        try:
+            text = (task / "children").read_text()
+        except FileNotFoundError:          # a thread that ended since the listing (the scans started ahead)
+            continue
         found.update(int(child) for child in text.split())
     return found
 
