@@ -9,8 +9,8 @@ IO_CODE = {io: code for code, io in enumerate(IOS)}
 
 def tuple_codes(columns):
     """One code per row for the tuple of its values in ``columns``, numbered in order of first appearance
-    (as ``dict.setdefault`` would number the tuples; None is a value of its own). A column of integers numbered
-    so already (:func:`few_codes`) is taken as it is."""
+    (as ``dict.setdefault`` would number the tuples; None is a value of its own). An integer column holding one
+    value (one rank, one step) is skipped: it tells no rows apart."""
     import numpy as np
     import pandas as pd
 

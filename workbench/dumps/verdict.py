@@ -112,7 +112,7 @@ def _texts(*texts: str):
 
 def _dtype_pairs(frame) -> tuple:
     """(each row's number of its (A dtype, B dtype) pair, the distinct pairs): tolerances and notes are found
-    once per pair, numbered by whole columns (:func:`.match_calls._codes`), not a tuple per row."""
+    once per pair, numbered by whole columns (:func:`.match_codes.tuple_codes`), not a tuple per row."""
     import numpy as np
     import pandas as pd
 
