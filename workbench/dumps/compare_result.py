@@ -4,7 +4,7 @@ xlsx like msprobe's workbooks), the unmatched rows with their reasons, and the m
 operator tree (collapsible in HTML)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..report.result import Result
 from .hierarchy import call_totals, flat, hang, joined_totals
@@ -15,26 +15,72 @@ DETAIL_FIRST = ("status", "worst_rel", "tolerance", "note", "level", "relation",
 
 
 @dataclass(frozen=True)
+class Differing:
+    """The pairs that differ (status ``error``) among some units' pairs: how many, and the earliest by (step, rank,
+    order; the first of equal keys), named, with whether an output of its unit agreed before it."""
+
+    errors: int
+    key: tuple                            # the earliest's (step, rank, order)
+    where: str                            # "a_name ↔ b_name (io, step S rank R)"
+    agreed_before: bool
+
+
+@dataclass(frozen=True)
 class Digest:
-    """What the summary and the tree are read from, besides counts: the diverging calls and the per-call totals.
-    Each unit's is found where the unit is compared (a pool's worker); :func:`joined_digests` combines them
-    exactly, so the parent does not walk the joined pairs row by row again."""
+    """What the summary and the tree are read from, besides counts: the diverging calls, the per-call totals, the
+    number of pairs and the differing pairs. Each unit's is found where the unit is compared (a pool's worker);
+    :func:`joined_digests` combines them exactly, so the parent does not walk the joined pairs row by row again
+    (and a CSV report's units need not send their pairs at all: :func:`.compare_run.compare_unit`)."""
 
     calls: Calls
     totals: list
+    pairs: int
+    differing: Differing | None
 
 
 def digest(evaluated, totals: bool = True) -> Digest:
     """``totals=False`` leaves out the per-call totals, which only the tree uses (a CSV report has none:
     :func:`compare_result`'s ``hierarchy``)."""
-    return Digest(calls_of(evaluated), call_totals(evaluated) if totals else [])
+    return Digest(calls_of(evaluated), call_totals(evaluated) if totals else [], len(evaluated),
+                  differing_of(evaluated))
 
 
 def joined_digests(parts: list[Digest]) -> Digest:
     """The digest of the units' pairs joined in unit order (``tests/test_compare_units.py`` holds it equal)."""
     if len(parts) == 1:
         return parts[0]
-    return Digest(combined([p.calls for p in parts]), joined_totals([p.totals for p in parts]))
+    return Digest(combined([p.calls for p in parts]), joined_totals([p.totals for p in parts]),
+                  sum(p.pairs for p in parts), joined_differing([p.differing for p in parts]))
+
+
+def differing_of(evaluated) -> Differing | None:
+    """The differing pairs of ``evaluated``, or None when none differs."""
+    import numpy as np
+
+    errors = np.flatnonzero(evaluated["status"].to_numpy(dtype=object) == "error") if len(evaluated) else []
+    if not len(errors):
+        return None
+    keys = [evaluated[column].to_numpy()[errors] for column in ("order", "rank", "step")]
+    earliest = evaluated.iloc[int(errors[np.lexsort(keys)[0]])]          # stable: the first of equal keys
+    unit = (evaluated["step"] == earliest["step"]) & (evaluated["rank"] == earliest["rank"])
+    agreed_before = (unit & (evaluated["order"] < earliest["order"]) & (evaluated["io"] == "output")
+                     & (evaluated["status"] == "pass")).any()            # columns, not a copy of the table
+    where = (f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
+             f"{earliest['rank']})")
+    return Differing(len(errors), (earliest["step"], earliest["rank"], earliest["order"]), where, bool(agreed_before))
+
+
+def joined_differing(parts: list[Differing | None]) -> Differing | None:
+    """The differing pairs of units joined in unit order: counts summed, the earliest of the units' earliest (a
+    stable sort, as on the joined pairs; a unit's pairs share one (step, rank), so its own earlier pairs are
+    the ones that agreed before)."""
+    import numpy as np
+
+    found = [part for part in parts if part is not None]
+    if not found:
+        return None
+    keys = [np.array([part.key[i] for part in found]) for i in (2, 1, 0)]    # lexsort: the last key first
+    return replace(found[int(np.lexsort(keys)[0])], errors=sum(part.errors for part in found))
 
 
 def detail_columns(columns) -> list[str]:
@@ -57,7 +103,8 @@ def in_report_order(evaluated):
 
 def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, total_b: int,
                    found: Digest | None = None, hierarchy: bool = True) -> Result:
-    """The report; ``found`` is ``digest(evaluated)`` when the caller has it (the units' digests joined).
+    """The report; ``found`` is ``digest(evaluated)`` when the caller has it (the units' digests joined), and
+    then ``evaluated`` may be the pairs' columns without their rows (a CSV report, whose rows the units wrote).
     ``hierarchy=False`` when the report is only the pairs' CSV (``--format csv``, whose units also send back
     only the unmatched rows' sides): the model → layer → module → operator tree and its table, which only the
     other formats show, are not built (a tenth of a second for 30k calls)."""
@@ -70,12 +117,12 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     unmatched = matching.unmatched
     sides = unmatched["side"].to_numpy(dtype=object)           # numpy's compare: a quarter of pandas' time
     counts = {side: int(np.count_nonzero(sides == side)) for side in ("A", "B")}
-    summary = [f"matched pairs: {len(evaluated)}; rows unmatched: A {counts['A']} of {total_a}, "
+    summary = [f"matched pairs: {found.pairs}; rows unmatched: A {counts['A']} of {total_a}, "
                f"B {counts['B']} of {total_b} (reasons in the unmatched table)",
                _first_line(first)]
     summary += [f"suspect {i + 1}: {_call_text(row)} (amplification {row['amplification']:.3g})"
                 for i, row in enumerate(suspect_table.head(3).to_dict("records"))]
-    differing = _differing_from_the_start(evaluated) if first is None else None
+    differing = _differing_text(found.differing) if first is None else None
     if differing:
         summary.insert(1, differing)
     detail = in_report_order(evaluated)                     # units order theirs
@@ -86,7 +133,7 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
                     exit_code=0 if verdict == "PASS" else 1, summary=summary,
                     tables={"pairs": detail, "unmatched": unmatched_view, "suspects": suspect_table,
                             **({"hierarchy": flat(tree)} if hierarchy else {})},
-                    sources=sources, facts={"first_divergence": first, "matched": len(evaluated),
+                    sources=sources, facts={"first_divergence": first, "matched": found.pairs,
                                             "unmatched": counts, "rows": {"A": total_a, "B": total_b}},
                     terminal_columns={"pairs": ("status", "worst_rel", "tolerance", "logical_module", "a_name", "b_name"),
                                       "unmatched": ("side", "name", "reason"),
@@ -96,31 +143,19 @@ def compare_result(matching, evaluated, sources: dict[str, str], total_a: int, t
     return result
 
 
-def _differing_from_the_start(evaluated) -> str | None:
+def _differing_text(found: Differing | None) -> str | None:
     """Pairs that differ although no call turns agreeing inputs into differing outputs. When nothing agrees
     before the earliest difference, the runs were fed different data or weights: never a "pass". When
     outputs agree before and after it, the difference did not propagate (e.g. masked scores -inf against
     -10000): said, not a verdict."""
-    import numpy as np
-
-    if not len(evaluated):
+    if found is None:
         return None
-    errors = np.flatnonzero(evaluated["status"].to_numpy(dtype=object) == "error")
-    if not len(errors):
-        return None
-    keys = [evaluated[column].to_numpy()[errors] for column in ("order", "rank", "step")]
-    earliest = evaluated.iloc[int(errors[np.lexsort(keys)[0]])]          # stable: the first of equal keys
-    unit = (evaluated["step"] == earliest["step"]) & (evaluated["rank"] == earliest["rank"])
-    agreed_before = (unit & (evaluated["order"] < earliest["order"]) & (evaluated["io"] == "output")
-                     & (evaluated["status"] == "pass")).any()            # columns, not a copy of the table
-    where = (f"{earliest['a_name']} ↔ {earliest['b_name']} ({earliest['io']}, step {earliest['step']} rank "
-             f"{earliest['rank']})")
-    if agreed_before:
-        return (f"note: {len(errors)} pair(s) differ without any call turning agreeing inputs into differing "
-                f"outputs, the earliest {where}: differences that do not propagate (e.g. masked scores -inf "
+    if found.agreed_before:
+        return (f"note: {found.errors} pair(s) differ without any call turning agreeing inputs into differing "
+                f"outputs, the earliest {found.where}: differences that do not propagate (e.g. masked scores -inf "
                 "against -10000)")
-    return (f"no call turns agreeing inputs into differing outputs, yet {len(errors)} pair(s) differ, the earliest "
-            f"{where}: the runs' inputs already differ there — check the data and the weights first "
+    return (f"no call turns agreeing inputs into differing outputs, yet {found.errors} pair(s) differ, the earliest "
+            f"{found.where}: the runs' inputs already differ there — check the data and the weights first "
             "(workbench data diff, workbench weights diff)")
 
 

@@ -8,8 +8,9 @@ totals: :mod:`.compare_result`) and, when the report is CSV, the text of its row
   all missing in some unit value by value: half a second on 72k pairs);
 - :func:`joined_csv`: the report's CSV as one header and the units' rows in unit order, left in pieces. A row's CSV
   text depends on the row and its columns' types only (:func:`workbench.report.csv_text.frame_csv`), so it is used
-  when every unit that has rows has the joined table's columns with the joined table's types; otherwise the joined
-  table is written whole. ``tests/test_compare_units.py`` holds both to the straightforward path.
+  when every unit that has rows wrote them with the same columns and types; otherwise (never seen: it takes one
+  unit with a column all missing that another has) the comparison runs again with the units' rows sent back and
+  the joined table is written whole. ``tests/test_compare_units.py`` holds both to the straightforward path.
 """
 from __future__ import annotations
 
@@ -53,13 +54,15 @@ def unit_csv(detail) -> tuple:
 
 
 def joined_csv(detail, parts: list[tuple]) -> list | None:
-    """The CSV text of ``detail`` (the joined units' table) from the units' :func:`unit_csv` in unit order, as
-    its pieces (the header, then each unit's rows: the report writes them one after the other, not joined into
-    one more copy first), or None when some unit with rows was written with other columns or types than
-    ``detail`` has."""
+    """The CSV text of ``detail`` (the joined units' table, or its columns only) from the units' :func:`unit_csv`
+    in unit order, as its pieces (the header, then each unit's rows: the report writes them one after the other,
+    not joined into one more copy first), or None when the units with rows wrote them with different columns or
+    types, or with other columns than ``detail`` has. Units without rows do not count: their columns are text
+    when a unit has no pairs, and the joined table's then are too, but a column of ints, floats and missing
+    values is written the same as text as with its own type (``tests/test_compare_units.py``)."""
     from ..report.csv_text import frame_csv
 
-    columns, types = list(detail.columns), list(detail.dtypes)
-    if any(len(text) and (names != columns or kinds != types) for text, names, kinds in parts):
+    written = [(names, kinds) for text, names, kinds in parts if len(text)]
+    if any(found != written[0] for found in written) or (written and written[0][0] != list(detail.columns)):
         return None
     return [frame_csv(detail.iloc[:0]), *(text for text, _, _ in parts if len(text))]
