@@ -203,8 +203,8 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
     columns travel back (the digest holds their count and what the summary reads), and of the unmatched rows only
     their ``side`` column, which the parent counts. A pool's worker then pickles a few kB besides the CSV, not
     its unit's tables (which the parent used to unpickle while the other workers ran), and the parent does not
-    hold every unit's pairs joined (8 ranks of 200k rows, ``--workers 1``: peak 1.42 → 1.22 GB; the units' CSV
-    text is still held until the report is written)."""
+    hold every unit's pairs joined (8 ranks of 200k rows, ``--workers 1``: peak 1.42 → 0.83 GB, most of what is
+    left the units' CSV text, held until the report is written)."""
     from .compare_result import digest, in_report_order
     from ..gc_pause import gc_paused
     from .unit_join import unit_csv
