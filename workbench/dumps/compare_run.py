@@ -215,9 +215,8 @@ def compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_pat
         evaluated = in_report_order(evaluated)                         # the report's order: none in the parent
         text = unit_csv(evaluated) if csv else None
         found = digest(evaluated, totals=not csv)
-        columns_only = evaluated.iloc[:0].copy() if csv else None              # a copy: a view keeps the rows
-        return UnitOutcome(evaluated if columns_only is None else columns_only, unmatched, sizes, formats, notes, found,
-                           text)
+        sent = evaluated.iloc[:0].copy() if csv else evaluated          # a zero-row copy: a view keeps the rows
+        return UnitOutcome(sent, unmatched, sizes, formats, notes, found, text)
 
 
 def _compare_unit(a_source, b_source, noise_source, arch: str | None, mapping_path: Path | None,
